@@ -1,0 +1,1 @@
+"""The judge: tier registry, the pytest plugin the tier suites run under, and the runner."""

@@ -1,0 +1,70 @@
+"""The grading queue: a bounded number of gradings in flight, a bounded number waiting.
+
+When both are full the request is refused at once (QueueFull -> 503 + Retry-After) instead
+of piling up without bound: a client that retries later is better served than one whose
+request times out after minutes in a queue nobody can see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from grader.report import Report
+
+
+class QueueFull(Exception):
+    """Every grading slot and every waiting place is taken."""
+
+
+class GradingQueue:
+    """Runs the blocking `grader.grade` on a thread pool, `max_concurrent` at a time."""
+
+    def __init__(self, grader, max_concurrent: int, max_queue: int):
+        self._grader = grader
+        self._max_concurrent = max_concurrent
+        self._capacity = max_concurrent + max_queue
+        self._admitted = 0  # in flight + waiting
+        self._in_flight = 0
+        self._lock = threading.Lock()
+        self._slots = asyncio.Semaphore(max_concurrent)
+        self._executor = ThreadPoolExecutor(max_concurrent, thread_name_prefix="grading")
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    @property
+    def waiting(self) -> int:
+        return self._admitted - self._in_flight
+
+    async def grade(self, code: str, mode: str) -> tuple[Report, float]:
+        """Grade `code`; return the report and the seconds the grader spent on it."""
+        self._admit()
+        try:
+            async with self._slots:
+                self._in_flight += 1
+                try:
+                    loop = asyncio.get_running_loop()
+                    return await loop.run_in_executor(self._executor, self._timed, code, mode)
+                finally:
+                    self._in_flight -= 1
+        finally:
+            with self._lock:
+                self._admitted -= 1
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+    def _admit(self) -> None:
+        with self._lock:
+            if self._admitted >= self._capacity:
+                raise QueueFull
+            self._admitted += 1
+
+    def _timed(self, code: str, mode: str) -> tuple[Report, float]:
+        start = time.perf_counter()
+        report = self._grader.grade(code, mode=mode)
+        return report, time.perf_counter() - start

@@ -1,0 +1,81 @@
+"""Prometheus metrics, written by hand: a handful of lines do not justify a dependency.
+
+Exposed: gradings by mode and outcome (counter), grading latency (histogram), requests turned
+away because the queue was full (counter), and queue depth, gradings in flight, pool size and
+readiness (gauges).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+OUTCOMES = ("passed", "failed", "submission_error", "grader_error")
+
+
+class Metrics:
+    """Thread-safe counters; `render()` gives the Prometheus text exposition format."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._gradings: Counter[tuple[str, str]] = Counter()  # (mode, outcome) -> count
+        self._rejected = 0
+        self._bucket_counts = [0] * len(LATENCY_BUCKETS)
+        self._latency_sum = 0.0
+        self._latency_count = 0
+
+    def observe_grading(self, mode: str, outcome: str, seconds: float) -> None:
+        with self._lock:
+            self._gradings[(mode, outcome)] += 1
+            self._latency_sum += seconds
+            self._latency_count += 1
+            for i, bound in enumerate(LATENCY_BUCKETS):
+                if seconds <= bound:
+                    self._bucket_counts[i] += 1
+
+    def observe_rejected(self) -> None:
+        with self._lock:
+            self._rejected += 1
+
+    def render(self, gauges: dict[str, tuple[str, float]]) -> str:
+        """The exposition text; `gauges` maps a metric name to (help text, value)."""
+        with self._lock:
+            lines = self._counter_lines() + self._histogram_lines()
+        for name, (help_text, value) in gauges.items():
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name} {value:g}"]
+        return "\n".join(lines) + "\n"
+
+    def _counter_lines(self) -> list[str]:
+        name = "gspo_grader_gradings_total"
+        lines = [f"# HELP {name} Gradings finished, by mode and outcome.", f"# TYPE {name} counter"]
+        for mode in ("run", "submit"):
+            for outcome in OUTCOMES:
+                count = self._gradings[(mode, outcome)]
+                lines.append(f'{name}{{mode="{mode}",outcome="{outcome}"}} {count}')
+        rejected = "gspo_grader_rejected_total"
+        lines += [
+            f"# HELP {rejected} Gradings refused with 503 because the queue was full.",
+            f"# TYPE {rejected} counter",
+            f"{rejected} {self._rejected}",
+        ]
+        return lines
+
+    def _histogram_lines(self) -> list[str]:
+        name = "gspo_grader_grading_seconds"
+        lines = [f"# HELP {name} Time spent grading one submission.", f"# TYPE {name} histogram"]
+        for bound, count in zip(LATENCY_BUCKETS, self._bucket_counts, strict=True):
+            lines.append(f'{name}_bucket{{le="{bound:g}"}} {count}')
+        lines.append(f'{name}_bucket{{le="+Inf"}} {self._latency_count}')
+        lines.append(f"{name}_sum {self._latency_sum:.6f}")
+        lines.append(f"{name}_count {self._latency_count}")
+        return lines
+
+
+def outcome_of(report) -> str:
+    """Which counter a report falls under; a grader fault is never counted as the student's."""
+    if report.grader_error is not None:
+        return "grader_error"
+    if report.submission_error is not None:
+        return "submission_error"
+    return "passed" if report.passed else "failed"

@@ -1,0 +1,87 @@
+"""One place to configure the service: environment variables GSPO_GRADER_*, checked at start-up.
+
+A typo'd or out-of-range value stops the service before it accepts a request, with a message
+that names the variable, instead of surfacing later as a confusing grading failure.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from grader.exercise import REPO_ROOT
+
+ENV_PREFIX = "GSPO_GRADER_"
+
+
+class SettingsError(ValueError):
+    """The service's configuration is invalid; the message names each bad variable."""
+
+
+class Settings(BaseSettings):
+    """Every knob of the service. Sandbox limits are read by `Limits.from_env()`
+    (GSPO_GRADER_SANDBOX_*), so there is still one place to set them."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    data_dir: Path = Path("./data")
+    database_url: str | None = None  # default: sqlite in data_dir
+    web_dir: Path | None = None  # default: web/dist beside the grader package
+    pool_size: int = Field(2, ge=1, le=64)  # pre-started sandbox workers
+    max_concurrent: int = Field(2, ge=1, le=64)  # gradings in flight
+    max_queue: int = Field(16, ge=0, le=10_000)  # gradings waiting for a slot
+    max_code_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)
+    instructor_token: SecretStr | None = None  # None: instructor endpoints are disabled
+    run_cache_size: int = Field(256, ge=1, le=100_000)  # Run reports kept for their plots
+    plot_wait_seconds: float = Field(20.0, ge=0, le=300)
+    retry_after_seconds: int = Field(5, ge=1, le=3600)
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+
+    @field_validator("instructor_token")
+    @classmethod
+    def _token_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        """An empty token would be a trivially guessable password; treat it as a mistake."""
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("the instructor token must be at least 16 characters")
+        return value
+
+    @property
+    def sqlite_path(self) -> Path:
+        return self.data_dir / "grader.sqlite3"
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.sqlite_path}"
+
+    @property
+    def resolved_web_dir(self) -> Path:
+        return self.web_dir or REPO_ROOT / "web" / "dist"
+
+    @property
+    def plots_dir(self) -> Path:
+        return self.data_dir / "plots"
+
+    def sandbox_limits(self):
+        """The sandbox limits from GSPO_GRADER_SANDBOX_*; None lets the grader use its defaults."""
+        try:
+            from grader.sandbox import Limits
+        except ImportError:  # the sandbox package is not installed yet
+            return None
+        return Limits.from_env() if hasattr(Limits, "from_env") else Limits()
+
+
+def load_settings(**overrides) -> Settings:
+    """Build the settings from the environment plus `overrides`; raise SettingsError on a bad value."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            field = ".".join(str(part) for part in error["loc"]) or "settings"
+            problems.append(f"{ENV_PREFIX}{field.upper()}: {error['msg']}")
+        raise SettingsError("invalid configuration: " + "; ".join(problems)) from None

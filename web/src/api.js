@@ -1,0 +1,66 @@
+// The HTTP API the grading service exposes (see docs/architecture.md). Every failure becomes
+// an ApiError whose message is one readable sentence, so the page never shows a blank panel.
+
+export class ApiError extends Error {
+  constructor(message, status = 0, retryAfter = null) {
+    super(message);
+    this.name = "ApiError";
+    this.status = status; // 0 when the server could not be reached at all
+    this.retryAfter = retryAfter; // seconds, from a 503's Retry-After header
+  }
+}
+
+/** FastAPI's 422 detail is a list of {loc, msg}; every other detail is a sentence. */
+function detailText(detail) {
+  if (typeof detail === "string") return detail;
+  if (Array.isArray(detail)) {
+    return detail.map((item) => `${(item.loc || []).join(".")}: ${item.msg}`).join("; ");
+  }
+  return detail === undefined ? "" : JSON.stringify(detail);
+}
+
+async function errorFrom(response) {
+  let detail = "";
+  try {
+    const body = await response.json();
+    detail = detailText(body.detail);
+  } catch {
+    detail = "";
+  }
+  const retry = Number.parseInt(response.headers.get("Retry-After") || "", 10);
+  const reason = detail || response.statusText || "no detail given";
+  const message = `The server answered ${response.status}: ${reason}`;
+  return new ApiError(message, response.status, Number.isNaN(retry) ? null : retry);
+}
+
+async function request(path, { method = "GET", body, key } = {}) {
+  const headers = { Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (key) headers["X-Student-Key"] = key;
+  let response;
+  try {
+    response = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch {
+    throw new ApiError("The grading server cannot be reached. Is it running?");
+  }
+  if (!response.ok) throw await errorFrom(response);
+  try {
+    return await response.json();
+  } catch {
+    throw new ApiError(`The server answered ${response.status} with something that is not JSON.`);
+  }
+}
+
+export const api = {
+  exercise: () => request("/api/exercise"),
+  run: (code) => request("/api/run", { method: "POST", body: { code } }),
+  submit: (code, student, key) =>
+    request("/api/submit", { method: "POST", body: { code, student }, key }),
+  submissions: (student, key) =>
+    request(`/api/submissions?student=${encodeURIComponent(student)}`, { key }),
+  submission: (id, key) => request(`/api/submissions/${encodeURIComponent(id)}`, { key }),
+};

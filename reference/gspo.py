@@ -41,7 +41,9 @@ def _check_scores(logp: Tensor, old_logp: Tensor, mask: Tensor) -> None:
             f"old_logp must have the shape of logp {list(logp.shape)}; got {list(old_logp.shape)}"
         )
     if mask.shape != logp.shape:
-        raise ValueError(f"mask must have shape [B, L] = {list(logp.shape)}; got {list(mask.shape)}")
+        raise ValueError(
+            f"mask must have shape [B, L] = {list(logp.shape)}; got {list(mask.shape)}"
+        )
     if mask.is_complex():
         raise TypeError(f"mask must be bool, integer or float; got dtype {mask.dtype}")
     if mask.device.type != "meta" and mask.numel() and not bool(((mask == 0) | (mask == 1)).all()):
@@ -88,8 +90,7 @@ def _check_loss_args(logp: Tensor, advantages: Tensor, clip_eps: float) -> None:
         raise TypeError(f"advantages must be a real tensor; got dtype {advantages.dtype}")
     if advantages.shape != logp.shape[:1]:
         raise ValueError(
-            f"advantages must have shape [B] = {list(logp.shape[:1])}; "
-            f"got {list(advantages.shape)}"
+            f"advantages must have shape [B] = {list(logp.shape[:1])}; got {list(advantages.shape)}"
         )
     if isinstance(clip_eps, bool) or not isinstance(clip_eps, numbers.Real):
         raise TypeError(f"clip_eps must be a real number; got {type(clip_eps).__name__}")

@@ -13,7 +13,7 @@ Conventions used throughout:
     advantages        [B] one advantage per response
 """
 
-import torch
+import torch  # noqa: F401  (you will need it)
 from torch import Tensor
 
 

@@ -50,6 +50,13 @@ class Settings(BaseSettings):
             raise ValueError("the instructor token must be at least 16 characters")
         return value
 
+    @field_validator("database_url")
+    @classmethod
+    def _supported_database(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("sqlite:///"):
+            raise ValueError("only sqlite:///PATH databases are supported")
+        return value
+
     @property
     def sqlite_path(self) -> Path:
         return self.data_dir / "grader.sqlite3"
@@ -76,7 +83,7 @@ class Settings(BaseSettings):
 
 
 def load_settings(**overrides) -> Settings:
-    """Build the settings from the environment plus `overrides`; raise SettingsError on a bad value."""
+    """Settings from the environment plus `overrides`; SettingsError on a bad value."""
     try:
         return Settings(**overrides)
     except ValidationError as exc:

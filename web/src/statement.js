@@ -27,5 +27,10 @@ function tiersList(tiers) {
       tier.description ? h("p", { class: "tier-description" }, tier.description) : null,
     ),
   );
-  return h("section", { class: "tiers-list" }, h("h2", {}, "How you are graded"), h("ul", {}, rows));
+  return h(
+    "section",
+    { class: "tiers-list" },
+    h("h2", {}, "How you are graded"),
+    h("ul", {}, rows),
+  );
 }

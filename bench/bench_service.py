@@ -1,0 +1,333 @@
+"""Benchmark the grading service against cold grading, in one run, on loopback only.
+
+    python bench/bench_service.py            # full run (about 2-3 minutes here)
+    python bench/bench_service.py --quick    # smoke run (fewer requests, 10 s of load)
+
+It prints four figures and asserts nothing about time:
+  1. cold: `python -m grader grade reference/gspo.py --json -` as a fresh process, a few times;
+  2. warm: Submit of the reference over HTTP to a real server, sequentially: p50/p95, and how
+     many times faster than (1) (target: p50 <= cold/10 and under 300 ms);
+  3. load: N concurrent clients submitting for a while: all answered correctly?, p99,
+     gradings/s, peak RSS of the server's process tree;
+  4. naive: a fresh `pytest tests/tiers --submission FILE` process per submission, and the
+     ratio to (2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = ROOT / "reference" / "gspo.py"
+PY = sys.executable
+TIMEOUT_S = 300  # per request; a request that takes longer counts as an error
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def timed_process(argv: list[str], **kwargs) -> tuple[float, subprocess.CompletedProcess]:
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, **kwargs)
+    return time.perf_counter() - start, done
+
+
+def bench_cold(runs: int) -> tuple[list[float], dict | None]:
+    """(1) One fresh CLI process per grading."""
+    times, report = [], None
+    for _ in range(runs):
+        seconds, done = timed_process([PY, "-m", "grader", "grade", str(REFERENCE), "--json", "-"])
+        if done.returncode not in (0, 1):
+            print(f"  cold CLI failed (exit {done.returncode}): {done.stderr.strip()[-300:]}")
+            return times, None
+        report = json.loads(done.stdout)
+        times.append(seconds)
+    return times, report
+
+
+def bench_naive(runs: int) -> list[float]:
+    """(4) A fresh pytest process over the tier suites per submission."""
+    times = []
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "report.json"
+        argv = [PY, "-m", "pytest", "tests/tiers", "-q", "-p", "no:cacheprovider"]
+        argv += ["--submission", str(REFERENCE), "--grader-mode", "submit"]
+        argv += ["--grader-report", str(out)]
+        for _ in range(runs):
+            seconds, done = timed_process(argv)
+            if not out.is_file():
+                print(f"  naive pytest wrote no report (exit {done.returncode})")
+                return times
+            times.append(seconds)
+    return times
+
+
+class Server:
+    """`grader.service.serve` in a subprocess on 127.0.0.1; `rss()` sums its process tree."""
+
+    def __init__(self, data_dir: Path, pool_size: int, concurrent: int):
+        self.port = free_port()
+        env = {**os.environ, "GSPO_GRADER_POOL_SIZE": str(pool_size)}
+        env |= {"GSPO_GRADER_MAX_CONCURRENT": str(concurrent), "GSPO_GRADER_MAX_QUEUE": "64"}
+        env["GSPO_GRADER_LOG_LEVEL"] = "warning"
+        code = (
+            f"from grader.service import serve; serve('127.0.0.1', {self.port}, {str(data_dir)!r})"
+        )
+        self.process = subprocess.Popen([PY, "-c", code], cwd=ROOT, env=env)
+
+    def wait_ready(self, timeout: float = 120.0) -> float:
+        start = time.perf_counter()
+        while time.perf_counter() - start < timeout:
+            try:
+                status, _ = request(self.port, "GET", "/healthz")
+                if status == 200:
+                    return time.perf_counter() - start
+            except OSError:
+                pass
+            if self.process.poll() is not None:
+                raise RuntimeError("the server exited during start-up")
+            time.sleep(0.1)
+        raise RuntimeError("the server did not become healthy in time")
+
+    def rss(self) -> int:
+        return sum(rss_bytes(pid) for pid in process_tree(self.process.pid))
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def process_tree(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo += children.get(pid, [])
+    return tree
+
+
+def rss_bytes(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def request(port, method, path, body=None, headers=None, conn=None):
+    own = conn is None
+    conn = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT_S)
+    payload = json.dumps(body).encode() if body is not None else None
+    all_headers = {"Content-Type": "application/json", **(headers or {})}
+    conn.request(method, path, body=payload, headers=all_headers)
+    response = conn.getresponse()
+    data = response.read()
+    if own:
+        conn.close()
+    return response.status, data
+
+
+class Client:
+    """One student submitting the reference over a kept-alive connection."""
+
+    def __init__(self, port: int, name: str, code: str):
+        self.port, self.name, self.code, self.key = port, name, code, None
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT_S)
+
+    def submit(self) -> tuple[float, int, dict | None]:
+        """(seconds, HTTP status or 0 for a transport error, parsed body or None)."""
+        headers = {"X-Student-Key": self.key} if self.key else {}
+        body = {"code": self.code, "student": self.name}
+        start = time.perf_counter()
+        try:
+            status, data = request(self.port, "POST", "/api/submit", body, headers, self.conn)
+        except (OSError, http.client.HTTPException):
+            self.conn.close()  # a timed-out connection cannot be reused
+            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=TIMEOUT_S)
+            return time.perf_counter() - start, 0, None
+        seconds = time.perf_counter() - start
+        parsed = json.loads(data) if status == 200 else None
+        if parsed:
+            self.key = parsed["student_key"]
+        return seconds, status, parsed
+
+
+def correct(parsed: dict | None, expected_score: float | None) -> bool:
+    if parsed is None:
+        return False
+    report = parsed["report"]
+    return report["passed"] and (expected_score is None or report["score"] == expected_score)
+
+
+def bench_warm(port: int, n: int, code: str, expected_score):
+    """(2) Sequential warm Submits: latencies, the grader's own times, the count correct."""
+    client = Client(port, "bench-warm", code)
+    for _ in range(3):  # warm-up: the first requests create the student and touch caches
+        client.submit()
+    times, grading, ok = [], [], 0
+    for _ in range(n):
+        seconds, _, parsed = client.submit()
+        times.append(seconds)
+        ok += correct(parsed, expected_score)
+        if parsed:
+            grading.append(parsed["report"]["timings"]["total_s"])
+    return times, grading, ok
+
+
+def classify(status: int, parsed: dict | None, expected_score) -> str:
+    if status == 503:
+        return "refused"
+    if status == 0:
+        return "error"
+    return "ok" if correct(parsed, expected_score) else "wrong"
+
+
+def bench_load(server: Server, clients: int, duration: float, code: str, expected_score):
+    """(3) `clients` threads submitting back to back for `duration` seconds."""
+    lock, times = threading.Lock(), []
+    outcomes = {"ok": 0, "wrong": 0, "refused": 0, "error": 0}
+    stop_at = time.perf_counter() + duration
+    peak = [server.rss()]
+
+    def student(i: int) -> None:
+        client = Client(server.port, f"bench-load-{i}", code)
+        while time.perf_counter() < stop_at:
+            seconds, status, parsed = client.submit()
+            with lock:
+                times.append(seconds)
+                outcomes[classify(status, parsed, expected_score)] += 1
+
+            if status == 503:
+                time.sleep(0.2)
+
+    threads = [threading.Thread(target=student, args=(i,)) for i in range(clients)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    while any(t.is_alive() for t in threads):
+        peak[0] = max(peak[0], server.rss())
+        time.sleep(0.5)
+    elapsed = time.perf_counter() - start
+    return times, outcomes, elapsed, peak[0]
+
+
+def summary(label: str, values: list[float]) -> str:
+    if not values:
+        return f"{label}: no data"
+    ms = [v * 1000 for v in values]
+    return (
+        f"{label}: n={len(ms)} median={statistics.median(ms):.0f} ms "
+        f"p95={percentile(ms, 95):.0f} ms min={min(ms):.0f} ms"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    parser.add_argument("--duration", type=float, default=None, help="load phase seconds (60)")
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--requests", type=int, default=None, help="warm requests (50)")
+    parser.add_argument("--pool-size", type=int, default=4)
+    parser.add_argument("--concurrent", type=int, default=2)
+    args = parser.parse_args(argv)
+    cold_runs = 2 if args.quick else 3
+    n_warm = args.requests or (10 if args.quick else 50)
+    duration = args.duration or (10.0 if args.quick else 60.0)
+    code = REFERENCE.read_text()
+
+    print(f"machine: {os.cpu_count()} CPUs; python {sys.version.split()[0]}")
+    print("(1) cold CLI grading of reference/gspo.py")
+    cold, cold_report = bench_cold(cold_runs)
+    print("  " + summary("cold", cold))
+    expected = cold_report["score"] if cold_report else None
+    if cold_report:
+        print(
+            f"  verdict: passed={cold_report['passed']} score={expected}/{cold_report['max_score']}"
+        )
+
+    with tempfile.TemporaryDirectory() as data_dir:
+        server = Server(Path(data_dir), args.pool_size, args.concurrent)
+        try:
+            print(f"  server healthy after {server.wait_ready():.1f} s (pool {args.pool_size})")
+            warm_p50 = report_phase_2(server, n_warm, code, expected, cold)
+            report_phase_3(server, args.clients, duration, code, expected)
+        finally:
+            server.stop()
+
+    print("(4) naive baseline: fresh `pytest tests/tiers --submission FILE` per submission")
+    naive = bench_naive(cold_runs)
+    print("  " + summary("naive", naive))
+    if naive:
+        print(f"  naive median / warm p50 = {statistics.median(naive) / warm_p50:.1f}x")
+    return 0
+
+
+def report_phase_2(server: Server, n: int, code: str, expected, cold: list[float]) -> float:
+    print(f"(2) warm Submit over HTTP, {n} sequential requests")
+    warm, grading, ok = bench_warm(server.port, n, code, expected)
+    print("  " + summary("warm", warm))
+    print("  " + summary("of which grading (report.timings.total_s)", grading))
+    if grading:
+        overhead = statistics.median(warm) - statistics.median(grading)
+        print(f"  service overhead (HTTP, queue, store), median: {overhead * 1000:.0f} ms")
+    print(f"  answered correctly: {ok}/{n}")
+    p50 = statistics.median(warm)
+    if cold:
+        ratio = statistics.median(cold) / p50
+        print(f"  cold median / warm p50 = {ratio:.1f}x (target >= 10x; p50 target < 300 ms)")
+    return p50
+
+
+def report_phase_3(server: Server, clients: int, duration: float, code: str, expected) -> None:
+    print(f"(3) {clients} concurrent clients for {duration:.0f} s")
+    times, outcomes, elapsed, peak = bench_load(server, clients, duration, code, expected)
+    total = sum(outcomes.values())
+    graded = outcomes["ok"] + outcomes["wrong"]
+    print(
+        f"  requests: {total}; correct {outcomes['ok']}, wrong {outcomes['wrong']}, "
+        f"refused (503) {outcomes['refused']}, transport errors {outcomes['error']}; "
+        f"all answered correctly: {outcomes['ok'] == total}"
+    )
+    if times:
+        print(
+            f"  p50={percentile(times, 50) * 1000:.0f} ms p99={percentile(times, 99) * 1000:.0f} ms"
+        )
+    print(f"  throughput: {graded / elapsed:.2f} gradings/s (aim 5/s)")
+    print(f"  peak RSS of the server process tree: {peak / 2**20:.0f} MiB")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

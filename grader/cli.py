@@ -1,0 +1,230 @@
+"""`gspo-grader`: grade submissions, list tiers, check the sandbox, serve the web page.
+
+    gspo-grader grade PATH [PATH...] [--mode run|submit] [--tiers T0,T2] [--json FILE|-]
+                [--gradescope FILE] [--junit FILE] [--artifacts DIR] [--csv FILE] [--jobs N]
+    gspo-grader tiers | doctor | statement
+    gspo-grader serve [--host 127.0.0.1] [--port 8000] [--data-dir DIR]
+
+Exit status: 0 every graded submission passed; 1 one failed (a syntax error and a timeout
+count as failures); 2 the command itself was wrong (a missing path, an unknown tier).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from grader.exercise import default_exercise
+from grader.judge.registry import TierRegistryError, load_tiers, parse_tier_list
+
+PROG = "gspo-grader"
+
+
+class UsageProblem(Exception):
+    """A mistake in the command line: exit status 2 with one line on stderr."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description="Grader for the GSPO exercise.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    grade = commands.add_parser("grade", help="grade submission files or folders of them")
+    grade.add_argument("paths", nargs="+", metavar="PATH", help="a .py file or a folder")
+    grade.add_argument("--mode", choices=("run", "submit"), default="submit")
+    grade.add_argument("--tiers", default=None, help="only these tiers, e.g. T0,T2")
+    grade.add_argument("--json", dest="json_out", metavar="FILE|-", help="Report JSON")
+    grade.add_argument("--gradescope", metavar="FILE", help="Gradescope results.json")
+    grade.add_argument("--junit", metavar="FILE", help="JUnit XML")
+    grade.add_argument("--artifacts", metavar="DIR", help="toy.json and plots")
+    grade.add_argument("--csv", metavar="FILE", help="gradebook, one row per submission")
+    grade.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="parallel gradings")
+    commands.add_parser("tiers", help="list the tiers and their tests")
+    commands.add_parser("doctor", help="show the sandbox's isolation and the versions")
+    commands.add_parser("statement", help="print the exercise statement")
+    serve = commands.add_parser("serve", help="start the web service")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--data-dir", default=None)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    handlers = {
+        "grade": cmd_grade,
+        "tiers": cmd_tiers,
+        "doctor": cmd_doctor,
+        "statement": cmd_statement,
+        "serve": cmd_serve,
+    }
+    try:
+        return handlers[args.command](args)
+    except (UsageProblem, TierRegistryError) as error:
+        print(f"{PROG}: error: {_one_line(str(error))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _one_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return "; ".join(lines[:3]) if lines else "unknown problem"
+
+
+# ---- grade ------------------------------------------------------------------------------
+def submission_paths(names: list[str]) -> list[Path]:
+    """Files as given; folders as their *.py files (sorted, not recursive)."""
+    paths: list[Path] = []
+    for name in names:
+        path = Path(name)
+        if path.is_dir():
+            found = sorted(p for p in path.glob("*.py") if p.is_file())
+            if not found:
+                raise UsageProblem(f"{name}: folder holds no .py submission")
+            paths += found
+        elif path.is_file():
+            paths.append(path)
+        else:
+            raise UsageProblem(f"{name}: no such file or folder")
+    return paths
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    from grader.judge.bulk import ProgressBar, grade_files
+
+    paths = submission_paths(args.paths)
+    tiers = parse_tier_list(args.tiers, load_tiers())
+    if len(paths) > 1 and (args.gradescope or args.junit):
+        raise UsageProblem("--gradescope and --junit take a single submission")
+    if args.jobs < 1:
+        raise UsageProblem(f"--jobs must be at least 1; got {args.jobs}")
+    reports = grade_files(
+        paths, mode=args.mode, tiers=tiers, jobs=args.jobs, progress=ProgressBar()
+    )
+    _write_outputs(args, reports)
+    return 0 if all(report.passed for report in reports) else 1
+
+
+def _write_outputs(args: argparse.Namespace, reports: list) -> None:
+    from grader.report.gradebook import write_gradebook
+    from grader.report.gradescope import write_gradescope
+    from grader.report.junit import write_junit
+
+    if args.json_out:
+        data = [r.model_dump(mode="json") for r in reports]
+        text = json.dumps(data[0] if len(data) == 1 else data, indent=2) + "\n"
+        _write(args.json_out, text)
+    if args.gradescope:
+        write_gradescope(reports[0], args.gradescope)
+    if args.junit:
+        write_junit(reports[0], args.junit)
+    if args.csv:
+        write_gradebook(reports, args.csv)
+    if args.artifacts:
+        for report in reports:
+            _write_artifacts(report, Path(args.artifacts), several=len(reports) > 1)
+    if args.json_out != "-":
+        _print_human(reports)
+
+
+def _write(target: str, text: str) -> None:
+    if target == "-":
+        sys.stdout.write(text)
+    else:
+        Path(target).write_text(text, encoding="utf-8")
+
+
+def _print_human(reports: list) -> None:
+    from grader.report.text import render_text, use_colour
+
+    colour = use_colour(sys.stdout)
+    if len(reports) == 1:
+        sys.stdout.write(render_text(reports[0], colour))
+        return
+    for report in reports:
+        mark = "ok  " if report.passed else "FAIL"
+        error = report.submission_error.kind if report.submission_error else ""
+        error = error or ("grader_error" if report.grader_error else "")
+        print(f"{mark} {report.score:>6g}/{report.max_score:<4g} {report.submission} {error}")
+    passed = sum(report.passed for report in reports)
+    print(f"{passed}/{len(reports)} submissions passed")
+
+
+def _write_artifacts(report, root: Path, several: bool) -> None:
+    """toy.json and the three plots of one submission (a sub-folder each when several)."""
+    out = root / Path(report.submission or "submission").stem if several else root
+    out.mkdir(parents=True, exist_ok=True)
+    if report.artifacts is None:
+        (out / "toy.json").write_text("null\n", encoding="utf-8")
+        return
+    result = report.artifacts.model_dump(mode="json", exclude={"plots"})
+    (out / "toy.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    experiment = _load_experiment()
+    try:
+        plots = experiment.render_plots(result, out)
+    except Exception as error:  # a student's NaNs must not stop the other outputs
+        print(f"{PROG}: warning: plots not drawn for {report.submission}: {error}", file=sys.stderr)
+        return
+    report.artifacts.plots = {name: str(path) for name, path in plots.items()}
+
+
+def _load_experiment():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gspo_experiment", default_exercise().experiment)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ---- the other commands -----------------------------------------------------------------
+def cmd_tiers(args: argparse.Namespace) -> int:
+    from grader.judge.inventory import collect_tiers
+
+    tiers = load_tiers()
+    inventory = collect_tiers()
+    print(f"{'ID':<5}{'Title':<32}{'Points':>7}  {'Visibility':<11}Tests")
+    for tier in tiers:
+        count, hidden = inventory.tests[tier.id], inventory.hidden[tier.id]
+        tests = f"{count}" + (f" ({hidden} hidden)" if hidden else "")
+        tests += "  (warning: no tests)" if count == 0 else ""
+        print(f"{tier.id:<5}{tier.title:<32}{tier.points:>7g}  {tier.visibility:<11}{tests}")
+    print(f"Total: {sum(t.points for t in tiers):g} points, {sum(inventory.tests.values())} tests")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    import platform
+
+    import pytest
+    import torch
+
+    from grader import __version__
+    from grader.sandbox.isolation import doctor_report
+
+    print(doctor_report())
+    print("Versions:")
+    print(f"  gspo-grader {__version__}")
+    print(f"  python {platform.python_version()} ({sys.executable})")
+    print(f"  torch {torch.__version__}")
+    print(f"  pytest {pytest.__version__}")
+    print(f"Exercise: {default_exercise().root}")
+    return 0
+
+
+def cmd_statement(args: argparse.Namespace) -> int:
+    path = default_exercise().statement
+    if not path.is_file():
+        raise UsageProblem(f"{path}: no statement found")
+    sys.stdout.write(path.read_text(encoding="utf-8"))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from grader.service import serve
+
+    serve(host=args.host, port=args.port, data_dir=args.data_dir)
+    return 0

@@ -1,0 +1,81 @@
+"""Turn what happened in one tier test into an outcome and a short message, and decide whose
+fault a failure is.
+
+The student is blamed only for what the student did: an assertion of a tier test failed
+(the test compared the submission's results and said what it expected), or the submission
+raised, timed out or crashed (the sandbox's StudentError family). Anything else that blows up
+in a test or a fixture (a TypeError in the test code, a fixture that cannot start the sandbox)
+is the grader's own fault and is reported as outcome "error" with a message that says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from grader.sandbox import StudentCrash, StudentError, StudentTimeout
+
+MAX_MESSAGE_CHARS = 800
+GRADER_FAULT = "Grader error (not your code's fault)"
+
+
+class SubmissionNotLoaded(Exception):
+    """Raised by the `student` fixture when the submission could not be loaded."""
+
+
+class GraderFault(Exception):
+    """Raised by the judge itself when it cannot do its job (e.g. the sandbox fails to start)."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: str  # passed | failed | error | skipped
+    message: str = ""
+    blame: str = ""  # "" | "student" | "grader"
+    student_error: BaseException | None = None  # the StudentError, for submission_error
+
+
+def judge_exception(error: BaseException, phase: str) -> Verdict:
+    """Classify an exception raised in a test's setup, call or teardown."""
+    if isinstance(error, pytest.skip.Exception):
+        return Verdict("skipped", shorten(str(error.msg)))
+    if isinstance(error, SubmissionNotLoaded):
+        return Verdict("failed", shorten(str(error)), "student")
+    if isinstance(error, StudentError):
+        return Verdict("failed", shorten(str(error)), "student", error)
+    if phase == "call" and isinstance(error, AssertionError | pytest.fail.Exception):
+        return Verdict("failed", assertion_message(error), "student")
+    return Verdict("error", grader_message(error, phase), "grader")
+
+
+def is_time_or_crash(error: BaseException | None) -> bool:
+    return isinstance(error, StudentTimeout | StudentCrash)
+
+
+def assertion_message(error: BaseException) -> str:
+    """The teaching part of a failed assertion, without pytest's re-evaluation lines.
+
+    `assert x, "expected ..."` reads "expected ...\\nassert ..." once rewritten by pytest; the
+    first part is what the test's author wrote for the student.
+    """
+    text = str(error.msg) if isinstance(error, pytest.fail.Exception) else str(error)
+    head, sep, _ = text.partition("\nassert ")
+    if sep and head.strip():
+        text = head
+    return shorten(text.strip() or f"{type(error).__name__} (the test gave no message)")
+
+
+def grader_message(error: BaseException, phase: str) -> str:
+    where = {"setup": "while preparing the test", "teardown": "while cleaning up"}.get(
+        phase, "inside the test itself"
+    )
+    detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return shorten(f"{GRADER_FAULT}: the grader's code failed {where}: {detail}")
+
+
+def shorten(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """Keep messages short: reports are read by students, not debuggers."""
+    lines = text.strip().splitlines()
+    text = "\n".join(lines[:12])
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."

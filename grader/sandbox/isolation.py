@@ -1,0 +1,382 @@
+"""What isolation this host offers, and the command line that wraps a worker at each level.
+
+Strongest first:
+
+    BWRAP     bubblewrap: pid, network, ipc, uts and mount namespaces; only the system, the
+              interpreter, the venv and the worker folder are visible, read-only; a private
+              tmpfs /tmp; a user namespace in which further user namespaces are disabled;
+              as root, an unprivileged uid per worker (60000 + slot) with no capabilities.
+    UNSHARE   util-linux unshare: pid, network, ipc, uts and mount namespaces, but the file
+              system is the host's (reads allowed wherever the worker uid may read).
+    RLIMITS   resource limits and (as root) an unprivileged uid only.
+    NONE      nothing: not a POSIX host.
+
+Each level is probed once by actually running a trivial sandboxed interpreter, then cached.
+GSPO_GRADER_SANDBOX_REQUIRE=bwrap (or unshare, rlimits) makes starting a worker fail with
+IsolationError on a host that offers less.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.sandbox.limits import Limits
+
+REQUIRE_ENV = "GSPO_GRADER_SANDBOX_REQUIRE"
+LEVEL_ENV = "GSPO_GRADER_SANDBOX_LEVEL"  # cap the level used (tests and debugging)
+SANDBOX_WORKER_DIR = "/sandbox/worker"  # where bwrap mounts grader/sandbox/worker/
+SANDBOX_WORKDIR = "/tmp/work"  # the worker's private, empty working directory (bwrap)
+SANDBOX_INNER_UID = 65534  # "nobody": the uid the worker sees inside bwrap's user namespace
+PROBE_TIMEOUT_S = 30.0
+PROBE_UID = 59999  # an unused uid for the one-off probe when the judge is root
+
+
+class Level(enum.IntEnum):
+    """Isolation levels, ordered: a larger value isolates more."""
+
+    NONE = 0
+    RLIMITS = 1
+    UNSHARE = 2
+    BWRAP = 3
+
+    @classmethod
+    def parse(cls, text: str) -> Level:
+        try:
+            return cls[text.strip().upper()]
+        except KeyError:
+            names = ", ".join(level.name.lower() for level in cls)
+            raise IsolationError(f"unknown isolation level {text!r}; use one of {names}") from None
+
+
+class IsolationError(RuntimeError):
+    """The host cannot isolate a worker as strongly as the configuration requires."""
+
+
+@dataclass(frozen=True)
+class IsolationInfo:
+    """The strongest level this host offers, the tool behind it, and each layer on or off."""
+
+    level: Level
+    tool: str  # "bwrap 0.8.0", "unshare", "setpriv", "none"
+    details: str  # one line, e.g. "bwrap: user+pid+net+ipc+uts namespaces, uid 60000+slot..."
+    layers: dict[str, bool] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()  # why stronger levels were not available
+
+
+def running_as_root() -> bool:
+    return os.geteuid() == 0
+
+
+def venv_python() -> str:
+    """The interpreter path the worker is started with (the venv's, unresolved)."""
+    return os.path.abspath(sys.executable)
+
+
+def worker_args(level: Level, worker_dir: str, script: str, args: list[str]) -> list[str]:
+    """`-I -B -u <worker folder as seen inside>/<script> args...`: -I keeps only the script's
+    folder on sys.path and ignores PYTHON* variables; -B writes no bytecode; -u leaves
+    stdout unbuffered, so what the student printed is in the pipe before the reply leaves."""
+    folder = SANDBOX_WORKER_DIR if level == Level.BWRAP else os.path.realpath(worker_dir)
+    return ["-I", "-B", "-u", f"{folder}/{script}", *args]
+
+
+def minimal_env(home: str) -> dict[str, str]:
+    """Everything the worker's environment holds; nothing comes from the judge's."""
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": home,
+        "LANG": "C.UTF-8",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+
+
+def _python_binds() -> list[tuple[str, str]]:
+    """(source, destination) pairs for the venv and interpreter prefixes, deduplicated."""
+    pairs: list[tuple[str, str]] = []
+    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
+        dest = os.path.abspath(prefix)
+        if dest.startswith("/usr/") or dest == "/usr":
+            continue
+        pairs.append((os.path.realpath(prefix), dest))
+    pairs.sort(key=lambda pair: pair[1])
+    kept: list[tuple[str, str]] = []
+    for src, dest in pairs:
+        if not any(dest.startswith(d + "/") or dest == d for _, d in kept):
+            kept.append((src, dest))
+    return kept
+
+
+def _bwrap_filesystem(worker_dir: str, tmpfs_bytes: int) -> list[str]:
+    """Read-only system + python, a size-capped private /tmp, the worker folder, /proc, /dev."""
+    argv = ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    # the tmpfs comes first: a venv below /tmp (CI) is then bound on top of it, not hidden
+    argv += ["--perms", "1777", "--size", str(tmpfs_bytes), "--tmpfs", "/tmp"]
+    argv += ["--perms", "0777", "--dir", SANDBOX_WORKDIR, "--chdir", SANDBOX_WORKDIR]
+    made: set[str] = {"/tmp", SANDBOX_WORKDIR}
+    for src, dest in _python_binds():
+        argv += [*_parent_dirs(dest, made), "--ro-bind", src, dest]
+    argv += _parent_dirs(SANDBOX_WORKER_DIR, made)
+    argv += ["--ro-bind", os.path.realpath(worker_dir), SANDBOX_WORKER_DIR]
+    return [*argv, "--proc", "/proc", "--dev", "/dev"]
+
+
+def _parent_dirs(dest: str, made: set[str]) -> list[str]:
+    """World-traversable parents (bwrap would copy a 0700 /root), each created once."""
+    argv: list[str] = []
+    parent = Path(dest).parent
+    for part in reversed([parent, *parent.parents][:-1]):
+        if str(part) not in made:
+            made.add(str(part))
+            argv += ["--perms", "0755", "--dir", str(part)]
+    return argv
+
+
+def _which(tool: str) -> str:
+    """The tool's absolute path on the judge's PATH (what the probe tested is what runs)."""
+    return shutil.which(tool) or tool
+
+
+def _drop_to(uid: int) -> list[str]:
+    """setpriv to an unprivileged uid/gid, no groups, no capabilities, no new privileges."""
+    return [
+        _which("setpriv"),
+        f"--reuid={uid}",
+        f"--regid={uid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--pdeathsig=KILL",
+        "--",
+    ]
+
+
+def _outside_rlimits(limits: Limits, uid: int | None) -> list[str]:
+    """prlimit for what can be set before the interpreter starts (NPROC only per own uid)."""
+    argv = [_which("prlimit"), f"--fsize={limits.file_size_bytes}", "--core=0"]
+    if uid is not None and limits.processes is not None:
+        argv.append(f"--nproc={limits.processes}")
+    return [*argv, "--"]
+
+
+def wrap_command(
+    level: Level,
+    limits: Limits,
+    *,
+    worker_dir: str,
+    python_args: list[str],
+    uid: int | None,
+    workdir: str,
+    info_fd: int | None = None,
+) -> list[str]:
+    """The whole argv that starts `python <python_args>` at `level`.
+
+    worker_dir: the folder bwrap mounts read-only at SANDBOX_WORKER_DIR.
+    uid: the host uid the worker runs as when the judge is root (None: the judge's own uid).
+    workdir: the private working directory for the levels without bwrap.
+    info_fd: an fd on which bwrap writes {"child-pid": N} (the pid namespace's init).
+    """
+    env = [f"{k}={v}" for k, v in minimal_env("/tmp" if level == Level.BWRAP else workdir).items()]
+    python = [_which("env"), "-i", "-C", workdir, *env, venv_python(), *python_args]
+    if level == Level.NONE:  # no tool works: only a clean environment and folder
+        return python
+    head = _outside_rlimits(limits, uid)
+    if level == Level.BWRAP:
+        info = [] if info_fd is None else ["--info-fd", str(info_fd)]
+        bwrap = _bwrap_argv(limits, worker_dir, uid, env)
+        return [*head, bwrap[0], *info, *bwrap[1:], venv_python(), *python_args]
+    drop = _drop_to(uid) if uid is not None else [_which("setpriv"), "--pdeathsig=KILL", "--"]
+    if level == Level.UNSHARE:
+        unshare = [_which("unshare"), "--pid", "--fork", "--kill-child", "--net", "--ipc", "--uts"]
+        unshare += ["--mount", "--mount-proc", "--propagation", "private"]
+        if uid is None:
+            unshare.append("--map-current-user")
+        return [_which("setpriv"), "--pdeathsig=KILL", "--", *head, *unshare, "--", *drop, *python]
+    return head + drop + python
+
+
+def _bwrap_argv(limits: Limits, worker_dir: str, uid: int | None, env: list[str]) -> list[str]:
+    """As root: privileged bwrap builds the namespaces, setpriv drops to `uid`, and an inner
+    unprivileged bwrap adds a user namespace that forbids nested user namespaces.
+    Unprivileged: one bwrap with a user namespace does all of it."""
+    setenv = [arg for pair in env for arg in ["--setenv", *pair.split("=", 1)]]
+    common = ["--die-with-parent", "--new-session", "--clearenv", *setenv]
+    spaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
+    spaces.append("--unshare-cgroup-try")
+    userns = ["--unshare-user", "--disable-userns"]
+    userns += ["--uid", str(SANDBOX_INNER_UID), "--gid", str(SANDBOX_INNER_UID)]
+    fs = _bwrap_filesystem(worker_dir, limits.tmpfs_bytes)
+    if uid is None:
+        return [_which("bwrap"), *spaces, *userns, *common, *fs, "--"]
+    inner = [
+        _which("bwrap"),
+        *userns,
+        "--die-with-parent",
+        "--bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--",
+    ]
+    return [_which("bwrap"), *spaces, *common, *fs, "--", *_drop_to(uid), *inner]
+
+
+def _closed_to_others(path: str) -> str | None:
+    """The first folder on `path` that other users cannot traverse, described, or None."""
+    for folder in reversed(Path(path).parents):
+        mode = folder.stat().st_mode
+        if not mode & 0o001:
+            return f"{folder} is mode {mode & 0o777:o}"
+    return None
+
+
+def probe(level: Level) -> str | None:
+    """Run a trivial interpreter at `level`; None if it worked, else why not."""
+    tools = {Level.BWRAP: "bwrap", Level.UNSHARE: "unshare", Level.RLIMITS: "prlimit"}
+    missing = [t for t in (tools[level], "setpriv", "env") if shutil.which(t) is None]
+    if missing:
+        return f"{', '.join(missing)} not found on PATH"
+    uid = PROBE_UID if running_as_root() else None
+    blocked = _closed_to_others(os.path.realpath(venv_python()))
+    if uid is not None and level < Level.BWRAP and blocked:
+        return f"an unprivileged uid cannot reach the interpreter: {blocked}"
+    folder = str(Path(__file__).parent)  # any readable folder will do: the probe runs -c
+    python_args = ["-I", "-c", "import os; os.urandom(1)"]  # /dev must work
+    argv = wrap_command(
+        level, Limits(), worker_dir=folder, python_args=python_args, uid=uid, workdir="/"
+    )
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, timeout=PROBE_TIMEOUT_S, env={}, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{tools[level]} probe failed: {exc}"
+    if done.returncode != 0:
+        message = done.stderr.decode(errors="replace").strip().splitlines()
+        return f"{tools[level]} probe exited {done.returncode}: {(message or [''])[-1]}"
+    return None
+
+
+def _layers(level: Level, root: bool) -> dict[str, bool]:
+    """Which protection is on at `level` (as tested in tests/grader/sandbox)."""
+    spaces = level >= Level.UNSHARE
+    return {
+        "resource limits (rlimits)": level >= Level.RLIMITS,
+        "unprivileged uid, no capabilities": level >= Level.RLIMITS and root,
+        "pid namespace (kill takes the whole tree)": spaces,
+        "network namespace (no network, loopback refused)": spaces,
+        "ipc and uts namespaces": spaces,
+        "private file system view (reference, tests, data invisible)": level >= Level.BWRAP,
+        "read-only system and venv": level >= Level.BWRAP,
+        "private size-capped /tmp": level >= Level.BWRAP,
+        "user namespace, nested user namespaces disabled": level >= Level.BWRAP,
+        "minimal environment (no secrets)": level >= Level.RLIMITS,
+    }
+
+
+def _details(level: Level, root: bool) -> str:
+    who = "uid 60000+slot, no capabilities" if root else "the judge's uid"
+    return {
+        Level.BWRAP: f"bwrap: user+pid+net+ipc+uts+mount namespaces, {who}, "
+        "uid 65534 inside, read-only system, private /tmp",
+        Level.UNSHARE: f"unshare: pid+net+ipc+uts+mount namespaces, {who}, "
+        "host file system visible",
+        Level.RLIMITS: f"rlimits only: {who}, no namespaces, network and file system visible",
+        Level.NONE: "none: no sandbox at all",
+    }[level]
+
+
+def _tool(level: Level) -> str:
+    if level == Level.BWRAP:
+        done = subprocess.run(
+            [_which("bwrap"), "--version"], capture_output=True, text=True, check=False
+        )
+        return done.stdout.strip() or "bwrap"
+    return {Level.UNSHARE: "unshare", Level.RLIMITS: "prlimit+setpriv", Level.NONE: "none"}[level]
+
+
+@functools.cache
+def _detect(cap: Level) -> IsolationInfo:
+    problems: list[str] = []
+    found = Level.NONE
+    if os.name == "posix" and sys.platform.startswith("linux"):
+        for level in (Level.BWRAP, Level.UNSHARE, Level.RLIMITS):
+            if level > cap:
+                problems.append(f"{level.name.lower()}: not tried (capped at {cap.name.lower()})")
+                continue
+            why = probe(level)
+            if why is None:
+                found = level
+                break
+            problems.append(f"{level.name.lower()}: {why}")
+    else:
+        problems.append(f"{sys.platform}: only Linux is supported by the sandbox")
+    root = running_as_root()
+    return IsolationInfo(
+        found, _tool(found), _details(found, root), _layers(found, root), tuple(problems)
+    )
+
+
+def detect_isolation(refresh: bool = False, cap: Level | None = None) -> IsolationInfo:
+    """The strongest level this host offers, at most `cap` (probed once, then cached).
+
+    GSPO_GRADER_SANDBOX_LEVEL=unshare (or rlimits) also caps the level: to test fallbacks.
+    """
+    cap_text = os.environ.get(LEVEL_ENV, "").strip()
+    env_cap = Level.parse(cap_text) if cap_text else Level.BWRAP
+    if refresh:
+        _detect.cache_clear()
+    return _detect(env_cap if cap is None else min(cap, env_cap))
+
+
+def required_level() -> Level:
+    """The level GSPO_GRADER_SANDBOX_REQUIRE asks for (NONE when unset)."""
+    text = os.environ.get(REQUIRE_ENV, "").strip()
+    return Level.parse(text) if text else Level.NONE
+
+
+def check_required(info: IsolationInfo, required: Level | None = None) -> None:
+    """Raise IsolationError when the host offers less than the strict setting requires."""
+    required = required_level() if required is None else required
+    if info.level < required:
+        why = "; ".join(info.problems) or "no stronger level was found"
+        raise IsolationError(
+            f"sandbox isolation {required.name.lower()} is required ({REQUIRE_ENV}), "
+            f"but this host offers only {info.level.name.lower()} ({why})"
+        )
+
+
+def doctor_report(limits: Limits | None = None) -> str:
+    """Human text for `gspo-grader doctor`: level, tool, each layer on or off, limits."""
+    info = detect_isolation()
+    required = required_level()
+    who = "root (workers drop to uid 60000+slot)" if running_as_root() else f"uid {os.geteuid()}"
+    lines = [
+        f"Sandbox level: {info.level.name.lower()} ({info.tool})",
+        f"  {info.details}",
+        f"  running as: {who}",
+        f"  required level ({REQUIRE_ENV}): {required.name.lower()}"
+        + ("" if info.level >= required else "  <-- NOT MET: workers will not start"),
+        "Layers:",
+    ]
+    lines += [f"  [{'on ' if on else 'off'}] {name}" for name, on in info.layers.items()]
+    if info.level < Level.BWRAP:
+        lines.append("WARNING: weaker than bwrap; install bubblewrap for full isolation.")
+    lines += [f"  not available: {problem}" for problem in info.problems]
+    lines.append("Limits:")
+    lines += [f"  {line}" for line in (limits or Limits.from_env()).describe()]
+    return "\n".join(lines)

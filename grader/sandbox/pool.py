@@ -1,0 +1,142 @@
+"""Pre-started sandboxed workers, so a grading does not wait for `import torch`.
+
+A worker is handed out once and never reused: the submission it ran may have changed
+anything inside it. The pool keeps `size` idle workers started in the background, replaces
+any that die while waiting, and starts one on the spot when none is idle.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from grader.sandbox.launch import WORKER_DIR, WORKER_SCRIPT, WorkerProcess, start_worker
+from grader.sandbox.limits import Limits
+
+_HEALTH_CHECK_S = 0.5  # how often idle workers are checked for having died
+_RETRY_AFTER_FAILURE_S = 2.0
+
+
+class WorkerPool:
+    """`size` idle workers kept started; `acquire()` hands out a fresh one. Thread-safe."""
+
+    def __init__(
+        self,
+        size: int,
+        limits: Limits | None = None,
+        *,
+        worker_dir: str | Path = WORKER_DIR,
+        script: str = WORKER_SCRIPT,
+    ) -> None:
+        if size < 0:
+            raise ValueError(f"pool size must be >= 0, got {size}")
+        self.size = size
+        self.limits = limits or Limits.from_env()
+        self._start_args = {"worker_dir": worker_dir, "script": script}
+        self._idle: list[WorkerProcess] = []
+        self._starting = 0
+        self._closed = False
+        self.last_error: BaseException | None = None  # why the last background start failed
+        self._cond = threading.Condition()
+        self._filler = threading.Thread(target=self._fill, name="gspo-worker-pool", daemon=True)
+        self._filler.start()
+
+    def acquire(self) -> WorkerProcess:
+        """A live worker nobody has used, its grading clock running; a replacement starts."""
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the worker pool is closed")
+            worker = self._take_live()
+            self._cond.notify_all()
+        if worker is None:  # none idle: start one now (cold)
+            worker = self._start(arm_clock=False)
+        worker.arm_grading_clock()
+        return worker
+
+    def idle_count(self) -> int:
+        with self._cond:
+            return len(self._idle)
+
+    def wait_filled(self, timeout: float) -> bool:
+        """Block until `size` workers are idle (tests and warm-up); False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: len(self._idle) >= self.size, timeout)
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Block until `size` workers are idle and each has sent its first frame (torch
+        imported); False on timeout. For warm-up and measurements."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.wait_filled(max(0.0, deadline - time.monotonic())):
+                with self._cond:
+                    idle = list(self._idle)
+                if all(w.has_spoken(timeout=0.05) for w in idle):
+                    return True
+            time.sleep(0.05)
+        return False
+
+    def close(self) -> None:
+        """Stop refilling and kill every idle worker. Handed-out workers are the caller's."""
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._cond.notify_all()
+        self._filler.join(timeout=30.0)
+        for worker in idle:
+            worker.kill()
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _take_live(self) -> WorkerProcess | None:
+        """Pop idle workers until a live one; dead ones are cleaned up, never handed out."""
+        while self._idle:
+            worker = self._idle.pop(0)
+            if worker.alive():
+                return worker
+            worker.kill()
+        return None
+
+    def _start(self, arm_clock: bool) -> WorkerProcess:
+        return start_worker(self.limits, arm_clock=arm_clock, **self._start_args)
+
+    def _fill(self) -> None:
+        """Background loop: drop dead idle workers, start new ones up to `size`."""
+        while True:
+            with self._cond:
+                self._drop_dead()
+                while not self._closed and len(self._idle) + self._starting >= self.size:
+                    self._cond.wait(_HEALTH_CHECK_S)
+                    self._drop_dead()
+                if self._closed:
+                    return
+                self._starting += 1
+            self._start_one()
+
+    def _start_one(self) -> None:
+        worker, failed = None, False
+        try:
+            worker = self._start(arm_clock=False)
+        except Exception as exc:  # kept for acquire's caller; the loop retries later
+            self.last_error, failed = exc, True
+        with self._cond:
+            self._starting -= 1
+            if worker is not None and not self._closed:
+                self._idle.append(worker)
+                worker = None
+            self._cond.notify_all()
+        if worker is not None:  # closed while it started
+            worker.kill()
+        if failed:
+            with self._cond:
+                self._cond.wait_for(lambda: self._closed, _RETRY_AFTER_FAILURE_S)
+
+    def _drop_dead(self) -> None:
+        dead = [w for w in self._idle if not w.alive()]
+        for worker in dead:
+            self._idle.remove(worker)
+            worker.kill()

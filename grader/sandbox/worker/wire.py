@@ -1,0 +1,121 @@
+"""The data-only wire between the judge and the worker: both ends import this module.
+
+`Channel` moves frames (see codec.py for their format) over a connected stream socket, with
+an absolute deadline per frame, so the judge can bound every wait on an untrusted worker.
+Both ends import the same code: the judge as `grader.sandbox.worker.wire`, the worker from
+the folder bind-mounted into its sandbox.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+import torch
+
+from .codec import (
+    DEVICES,
+    DTYPE_NAMES,
+    DTYPES,
+    Decoder,
+    Encoded,
+    Frame,
+    TensorSpec,
+    WireClosed,
+    WireError,
+    WireLimits,
+    WireTimeout,
+    encode,
+    parse_header,
+)
+
+__all__ = [
+    "DEVICES",
+    "DTYPES",
+    "DTYPE_NAMES",
+    "Channel",
+    "Encoded",
+    "Frame",
+    "TensorSpec",
+    "WireClosed",
+    "WireError",
+    "WireLimits",
+    "WireTimeout",
+    "encode",
+    "parse_header",
+]
+
+_JOIN_BELOW = 1 << 20  # frames smaller than this go out in one sendall
+
+
+class Channel:
+    """Frames over a connected stream socket, with an optional absolute deadline per frame."""
+
+    def __init__(self, sock: socket.socket, limits: WireLimits | None = None) -> None:
+        self.sock = sock
+        self.limits = limits or WireLimits()
+        self._timeout: float | None = -1.0  # unknown until first set
+
+    def _set_deadline(self, deadline: float | None) -> None:
+        timeout = None if deadline is None else max(deadline - time.monotonic(), 1e-6)
+        if deadline is None and self._timeout is None:
+            return
+        self.sock.settimeout(timeout)
+        self._timeout = timeout
+
+    def send(self, value: object, deadline: float | None = None) -> list[torch.Tensor]:
+        """Send one frame; returns the original tensors in the frame's index order."""
+        frame = encode(value, self.limits)
+        self.send_frame(frame, deadline)
+        return frame.originals
+
+    def send_frame(self, frame: Encoded, deadline: float | None = None) -> None:
+        """Send a frame encoded beforehand (so an encoding error leaves the channel in step)."""
+        self._set_deadline(deadline)
+        try:
+            if frame.nbytes < _JOIN_BELOW:
+                self.sock.sendall(b"".join(frame.parts))
+            else:
+                for part in frame.parts:
+                    self.sock.sendall(part)
+        except TimeoutError:
+            raise WireTimeout("deadline passed while sending") from None
+        except OSError as e:
+            raise WireClosed(f"channel closed while sending: {e}") from None
+
+    def _read_into(self, view: memoryview, deadline: float | None) -> None:
+        got = 0
+        while got < len(view):
+            self._set_deadline(deadline)
+            try:
+                n = self.sock.recv_into(view[got:])
+            except TimeoutError:
+                raise WireTimeout("deadline passed while receiving") from None
+            except OSError as e:
+                raise WireClosed(f"channel closed while receiving: {e}") from None
+            if n == 0:
+                raise WireClosed("channel closed by the other end")
+            got += n
+
+    def _read_tensor(self, spec: TensorSpec, deadline: float | None) -> torch.Tensor:
+        if spec.device == "meta" or spec.nbytes == 0:
+            return torch.empty(spec.shape, dtype=spec.dtype, device=spec.device)
+        buf = bytearray(spec.nbytes)
+        self._read_into(memoryview(buf), deadline)
+        if spec.dtype == torch.bool:  # any nonzero byte is True: never trust raw bool bytes
+            return torch.frombuffer(buf, dtype=torch.uint8).ne(0).reshape(spec.shape)
+        return torch.frombuffer(buf, dtype=spec.dtype).reshape(spec.shape)
+
+    def recv(self, deadline: float | None = None) -> Frame:
+        """Receive one frame; every cap is checked before the bytes it governs are read."""
+        head = bytearray(4)
+        self._read_into(memoryview(head), deadline)
+        (size,) = struct.unpack(">I", head)
+        if size > self.limits.max_header_bytes:
+            raise WireError(f"header of {size} bytes; the cap is {self.limits.max_header_bytes}")
+        raw = bytearray(size)
+        self._read_into(memoryview(raw), deadline)
+        doc, specs = parse_header(bytes(raw), self.limits)
+        tensors = [self._read_tensor(spec, deadline) for spec in specs]
+        return Frame(Decoder(tensors, self.limits).value(doc), tensors, specs)

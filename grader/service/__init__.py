@@ -1,0 +1,11 @@
+"""The HTTP service: grading API, submissions store, metrics, plots and the web page.
+
+from grader.service import create_app, serve
+serve(host="127.0.0.1", port=8000, data_dir="./data")   # blocks; what `gspo-grader serve` runs
+"""
+
+from grader.service.app import create_app
+from grader.service.server import serve
+from grader.service.settings import Settings, SettingsError, load_settings
+
+__all__ = ["Settings", "SettingsError", "create_app", "load_settings", "serve"]

@@ -1,0 +1,105 @@
+"""The FastAPI application: routers, error shapes, the body-size guard and the web page.
+
+`create_app(settings, grader)` builds the app; the lifespan opens the store and warms the
+grader, and on shutdown closes them (a grader passed in stays its caller's to close).
+Every error answers `{"detail": "<one sentence>"}`.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+from grader import __version__
+from grader.service.body_limit import BodyLimit
+from grader.service.routers import exercise, grading, health, instructor, reports, submissions
+from grader.service.settings import Settings, load_settings
+from grader.service.state import ServiceState
+
+log = logging.getLogger(__name__)
+
+FALLBACK_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>gspo-grader</title></head>
+<body style="font-family: system-ui, sans-serif; max-width: 40rem; margin: 3rem auto">
+<h1>gspo-grader is running</h1>
+<p>The web page has not been built, so there is nothing to show here yet.
+Build it with <code>npm ci &amp;&amp; npm run build</code> in <code>web/</code>
+and reload.</p>
+<p>The HTTP API works without it: see <a href="/docs">/docs</a>.</p>
+</body></html>
+"""
+
+
+def create_app(settings: Settings | None = None, grader=None) -> FastAPI:
+    """The service. `grader` defaults to a warm `grader.judge.Grader` built from settings."""
+    settings = settings or load_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        app.state.service = ServiceState(settings, grader)
+        try:
+            yield
+        finally:
+            app.state.service.close()
+
+    app = FastAPI(
+        title="gspo-grader",
+        version=__version__,
+        summary="Grades GSPO implementations in a sandbox and reports tier by tier.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.add_middleware(BodyLimit, max_bytes=body_limit(settings.max_code_bytes))
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(Exception, internal_error)
+    for module in (exercise, grading, submissions, reports, instructor, health):
+        app.include_router(module.router)
+    mount_web(app, settings)
+    return app
+
+
+def body_limit(max_code_bytes: int) -> int:
+    """The largest request body that can hold code of the allowed size: JSON may escape a
+    byte as \\u00XX (6 bytes), plus room for the other fields."""
+    return 6 * max_code_bytes + 16 * 1024
+
+
+def mount_web(app: FastAPI, settings: Settings) -> None:
+    """Serve web/dist at / when it has been built; otherwise a page that says how to build it."""
+    web_dir = settings.resolved_web_dir
+    if (web_dir / "index.html").is_file():
+        app.mount("/", StaticFiles(directory=web_dir, html=True), name="web")
+        return
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def fallback_page() -> HTMLResponse:
+        return HTMLResponse(FALLBACK_PAGE)
+
+
+async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    return JSONResponse({"detail": describe_validation(exc.errors())}, status_code=422)
+
+
+def describe_validation(errors) -> str:
+    """One sentence for the first problem (the client fixes them one at a time anyway)."""
+    if not errors:
+        return "The request is not valid."
+    first = errors[0]
+    location = [str(part) for part in first.get("loc", ()) if part not in ("body", "query")]
+    field = ".".join(location) or "body"
+    if first.get("type") == "missing":
+        return f"The field {field!r} is required."
+    if first.get("type") == "json_invalid":
+        return "The request body is not valid JSON."
+    return f"The field {field!r} is not valid: {first.get('msg', 'invalid value')}."
+
+
+async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    detail = "The grader service hit an internal error; this is our fault, not your code's."
+    return JSONResponse({"detail": detail}, status_code=500)

@@ -1,0 +1,2 @@
+"""One router per resource: exercise, grading (run, submit), submissions, reports (plots),
+instructor, health (healthz, metrics)."""

@@ -1,0 +1,25 @@
+"""Casts everything to float32 and never casts back: the dtype of logp is lost."""
+
+import torch
+from torch import Tensor
+
+
+def sequence_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
+    valid = mask != 0
+    log_ratio = torch.where(valid, logp.float() - old_logp.detach().float(), 0.0)
+    lengths = valid.sum(-1).clamp(min=1)
+    return torch.exp(log_ratio.sum(-1) / lengths)
+
+
+def gspo_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    clip_eps: float = 0.2,
+) -> Tensor:
+    ratio = sequence_ratio(logp, old_logp, mask)
+    adv = advantages.detach().float()
+    objective = torch.minimum(ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv)
+    objective = torch.where((mask != 0).any(-1), objective, 0.0)
+    return -objective.mean()

@@ -1,0 +1,25 @@
+"""Masks by multiplying with the mask: inf and NaN padding leak (0 * inf = nan)."""
+
+import torch
+from torch import Tensor
+
+
+def sequence_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
+    m = mask.to(logp.dtype)
+    log_ratio = (logp - old_logp.detach()) * m
+    lengths = m.sum(-1).clamp(min=1)
+    return torch.exp(log_ratio.sum(-1) / lengths)
+
+
+def gspo_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    clip_eps: float = 0.2,
+) -> Tensor:
+    ratio = sequence_ratio(logp, old_logp, mask)  # [B]
+    adv = advantages.detach()  # [B]
+    objective = torch.minimum(ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv)
+    objective = torch.where((mask != 0).any(-1), objective, 0.0)  # empty responses add 0
+    return -objective.mean()

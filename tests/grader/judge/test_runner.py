@@ -1,0 +1,100 @@
+"""The judge end to end on the real tier suites, through a warm Grader and real sandboxes.
+
+One Grader (one judge process, one pre-started worker) serves the whole module, so each
+grading costs its tests, not a torch import.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from grader.exercise import REPO_ROOT
+from grader.judge import Grader, load_tiers
+from grader.sandbox import Limits
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
+
+REFERENCE = (REPO_ROOT / "reference" / "gspo.py").read_text(encoding="utf-8")
+STARTER = (REPO_ROOT / "starter" / "gspo.py").read_text(encoding="utf-8")
+# generous: this 2-core machine is shared; the timeout tests use small limits (test_faults.py)
+LIMITS = Limits(call_wall_seconds=30.0, grading_wall_seconds=120.0, cpu_seconds=120.0)
+
+
+@pytest.fixture(scope="module")
+def grader():
+    with Grader(pool_size=1, limits=LIMITS) as warm:
+        assert warm.wait_ready(300), "the judge process did not start"
+        yield warm
+
+
+def all_tests(report):
+    return [test for tier in report.tiers for test in tier.tests]
+
+
+def test_reference_passes_every_tier_on_submit(grader):
+    report = grader.grade(REFERENCE, mode="submit", filename="reference.py")
+    assert report.grader_error is None and report.submission_error is None
+    assert report.passed and report.score == report.max_score
+    assert [t.id for t in report.tiers] == [t.id for t in load_tiers()]
+    assert all(test.outcome == "passed" for test in all_tests(report))
+    assert any(test.hidden for test in all_tests(report))
+    assert report.artifacts is not None and len(report.artifacts.ratios) == 3
+    assert report.isolation and report.metrics["student_calls"] > 0
+    assert report.timings.total_s > 0 and report.mode == "submit"
+
+
+def test_run_mode_leaves_hidden_tests_out(grader):
+    report = grader.grade(REFERENCE, mode="run")
+    assert report.passed and report.mode == "run"
+    assert all_tests(report) and not any(test.hidden for test in all_tests(report))
+    visible = [t for t in load_tiers() if t.visibility == "visible"]
+    assert report.max_score == sum(t.points for t in visible)
+
+
+def test_tier_selection(grader):
+    report = grader.grade(REFERENCE, tiers=["T0"])
+    assert [t.id for t in report.tiers] == ["T0"] and report.passed
+
+
+def test_starter_fails_every_test_with_not_implemented(grader):
+    report = grader.grade(STARTER, mode="submit")
+    assert not report.passed and report.score == 0 and report.grader_error is None
+    tests = all_tests(report)
+    assert tests and all(test.outcome == "failed" for test in tests)
+    assert all("NotImplementedError" in test.message for test in tests)
+    assert all("Traceback" not in test.message for test in tests)
+    visible_failed = [test for test in tests if not test.hidden]
+    assert any(test.inputs and "tensor(" in test.inputs for test in visible_failed)
+    assert all(test.inputs is None for test in tests if test.hidden)
+
+
+def test_syntax_error_is_a_submission_error_with_its_line(grader):
+    source = "import torch\n\ndef sequence_ratio(logp, old_logp, mask)\n    return logp\n"
+    report = grader.grade(source, tiers=["T0"])
+    error = report.submission_error
+    assert error is not None and error.kind == "syntax_error" and error.line == 3
+    assert not report.passed and report.grader_error is None
+    assert all(test.outcome == "failed" for test in all_tests(report))
+
+
+def test_missing_function_is_named(grader):
+    source = REFERENCE.replace("def gspo_loss(", "def gspo_loss_v2(")
+    report = grader.grade(source, tiers=["T0"])
+    error = report.submission_error
+    assert error is not None and error.kind == "missing_function"
+    assert "gspo_loss" in error.message
+    assert all("gspo_loss" in test.message for test in all_tests(report))
+
+
+def test_exception_at_import_and_printed_output(grader):
+    source = "print('loading my module')\nraise RuntimeError('boom at import')\n"
+    report = grader.grade(source, tiers=["T0"])
+    error = report.submission_error
+    assert error is not None and error.kind == "import_error"
+    assert "boom at import" in error.message and error.line == 2
+    assert "loading my module" in report.output
+
+
+def test_stats_count_gradings(grader):
+    stats = grader.stats()
+    assert stats["pool_size"] == 1 and stats["graded"] >= 1 and stats["busy"] == 0

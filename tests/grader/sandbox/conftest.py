@@ -1,0 +1,143 @@
+"""Shared fixtures for the sandbox tests: small limits, a time guard, workers that never leak.
+
+The limits are small on purpose: the CI machine has two cores shared with other jobs, so a
+hostile submission must be stopped in seconds, not minutes.
+"""
+
+from __future__ import annotations
+
+import signal
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from grader.sandbox.isolation import Level, detect_isolation
+from grader.sandbox.launch import WorkerProcess, pids_of, start_worker
+from grader.sandbox.limits import GIB, KIB, MIB, Limits
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+SMALL_LIMITS = Limits(
+    cpu_seconds=10.0,
+    call_wall_seconds=3.0,
+    grading_wall_seconds=30.0,
+    memory_bytes=1 * GIB,
+    processes=32,
+    open_files=64,
+    file_size_bytes=1 * MIB,
+    output_bytes=64 * KIB,
+    tmpfs_bytes=16 * MIB,
+    max_message_bytes=16 * MIB,
+    max_tensor_elements=1024 * 1024,
+)
+
+
+@pytest.fixture(scope="session")
+def small_limits() -> Limits:
+    return SMALL_LIMITS
+
+
+@pytest.fixture
+def bwrap_level() -> Level:
+    """Skip unless this host offers bubblewrap (the level the file-system tests assume)."""
+    info = detect_isolation()
+    if info.level < Level.BWRAP:
+        pytest.skip(f"bubblewrap isolation not available here: {'; '.join(info.problems)}")
+    return info.level
+
+
+@pytest.fixture
+def time_guard(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test that runs past its guard: SIGALRM interrupts even a blocking receive.
+    60 s by default; a test module sets `GUARD_S` to change it."""
+    seconds = getattr(request.module, "GUARD_S", 60)
+
+    def expired(signum: int, frame: object) -> None:
+        raise TimeoutError(f"test exceeded its time guard of {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def workers() -> Iterator[list[WorkerProcess]]:
+    """Workers a test starts: killed at teardown, and none of their processes may survive."""
+    started: list[WorkerProcess] = []
+    yield started
+    for worker in started:
+        worker.kill()
+    for worker in started:
+        if worker.uid is not None:
+            assert pids_of(worker.uid) == [], f"processes of uid {worker.uid} survived"
+
+
+@pytest.fixture
+def start(workers: list[WorkerProcess], small_limits: Limits):
+    """start(**kwargs) -> WorkerProcess with the small limits, registered for teardown."""
+
+    def _start(**kwargs) -> WorkerProcess:
+        kwargs.setdefault("limits", small_limits)
+        worker = start_worker(**kwargs)
+        workers.append(worker)
+        return worker
+
+    return _start
+
+
+def write_scripts(folder: Path, **scripts: str) -> Path:
+    """Write scripts readable by the worker's unprivileged uid (tmp_path itself is 0700)."""
+    folder.mkdir(mode=0o755, exist_ok=True)
+    folder.chmod(0o755)
+    for name, text in scripts.items():
+        path = folder / name
+        path.write_text(text)
+        path.chmod(stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH)
+    return folder
+
+
+def wait_until(predicate, timeout: float, step: float = 0.02) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
+
+
+def read_all_output(worker: WorkerProcess, timeout: float = 5.0) -> tuple[str, bool]:
+    """Output until the worker has exited (or the timeout), joined across take_output calls."""
+    parts, truncated = [], False
+    deadline = time.monotonic() + timeout
+    while True:
+        text, truncated = worker.take_output()
+        parts.append(text)
+        if not worker.alive() or time.monotonic() > deadline:
+            text, truncated = worker.take_output()
+            parts.append(text)
+            return "".join(parts), truncated
+        time.sleep(0.02)
+
+
+class Kit:
+    """Helpers the sandbox tests share (a fixture, so no test imports this conftest)."""
+
+    repo = REPO
+    small_limits = SMALL_LIMITS
+    write_scripts = staticmethod(write_scripts)
+    wait_until = staticmethod(wait_until)
+    read_all_output = staticmethod(read_all_output)
+    pids_of = staticmethod(pids_of)
+
+
+@pytest.fixture(scope="session")
+def kit() -> Kit:
+    return Kit()

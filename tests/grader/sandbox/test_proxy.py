@@ -1,0 +1,281 @@
+"""The proxy: calls through the sandbox behave, to test code, like calls of a local module.
+
+The submission is the reference solution plus a few helpers that return other shapes of
+result, mutate inputs, fail, hang or kill their own process. One proxy serves most tests
+(each worker start imports torch, which takes seconds on a loaded machine).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pickle
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader.sandbox import (
+    Limits,
+    StudentCrash,
+    StudentError,
+    StudentLoadError,
+    StudentTimeout,
+    WorkerPool,
+    open_student,
+)
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("time_guard")]
+GUARD_S = 300  # per test; a worker start alone can take 20 s when the machine is busy
+
+REPO = Path(__file__).resolve().parents[3]
+REFERENCE = (REPO / "reference" / "gspo.py").read_text()
+HELPERS = """
+
+def detached_ratio(logp, old_logp, mask):
+    return sequence_ratio(logp, old_logp, mask).detach()
+
+
+def float_loss(logp, old_logp, advantages, mask):
+    return float(gspo_loss(logp, old_logp, advantages, mask))
+
+
+def ratio_and_loss(logp, old_logp, advantages, mask):
+    return sequence_ratio(logp, old_logp, mask), gspo_loss(logp, old_logp, advantages, mask), None
+
+
+def scale_in_place(x, factor=2.0):
+    x.mul_(factor)
+
+
+def shout(x):
+    print("shouting", x)
+    return x
+
+
+def _divide(x):
+    return x // 0  # BOOM-LINE
+
+
+def boom(x):
+    return _divide(x)
+
+
+def spin():
+    while True:
+        pass
+
+
+def die(status):
+    import os
+    os._exit(status)
+
+
+def forge(valid):
+    import json, os, struct
+    if valid:  # a well-formed frame that claims to be the reply
+        header = json.dumps({"v": {"dict": {"ok": True, "result": 42}}, "t": []}).encode()
+    else:
+        header = b"not json at all"
+    os.write(3, struct.pack(">I", len(header)) + header)
+    return 0
+"""
+SOURCE = REFERENCE + HELPERS
+BOOM_LINE = next(i for i, line in enumerate(SOURCE.splitlines(), 1) if "BOOM-LINE" in line)
+FUNCTIONS = (
+    "sequence_ratio",
+    "gspo_loss",
+    "detached_ratio",
+    "float_loss",
+    "ratio_and_loss",
+    "scale_in_place",
+    "shout",
+    "boom",
+    "spin",
+    "die",
+    "forge",
+)
+LIMITS = Limits(cpu_seconds=120, call_wall_seconds=4, grading_wall_seconds=900)
+
+
+@pytest.fixture(scope="module")
+def student():
+    with open_student(SOURCE, functions=FUNCTIONS, limits=LIMITS) as proxy:
+        yield proxy
+
+
+@pytest.fixture(scope="module")
+def reference():
+    path = REPO / "reference" / "gspo.py"
+    spec = importlib.util.spec_from_file_location("gspo_reference_for_proxy_tests", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def inputs(B: int = 4, L: int = 8, dtype=torch.float32, device="cpu"):
+    """Two copies of the same inputs (logp requiring grad, old_logp too), remote and local."""
+    gen = torch.Generator().manual_seed(B * 100 + L)
+    logp = -torch.rand(B, L, generator=gen) * 2  # [B, L]
+    old = logp + 0.2 * torch.randn(B, L, generator=gen)  # [B, L]
+    adv = torch.randn(B, generator=gen)  # [B]
+    mask = torch.ones(B, L)  # [B, L]
+    mask[0, L // 2 :] = 0
+    mask[-1] = 0  # an empty response
+
+    def copy():
+        lp = logp.to(dtype=dtype, device=device).requires_grad_()
+        return lp, old.to(dtype=dtype, device=device).requires_grad_(), adv.to(device), mask
+
+    return copy(), copy()
+
+
+def test_loss_and_gradients_equal_a_local_call(student, reference):
+    (lp, old, adv, mask), (lp_ref, old_ref, adv_ref, mask_ref) = inputs()
+    loss = student.gspo_loss(lp, old, adv, mask)
+    expected = reference.gspo_loss(lp_ref, old_ref, adv_ref, mask_ref)
+    assert type(loss) is torch.Tensor and loss.shape == () and loss.dtype == torch.float32
+    assert loss.requires_grad and loss.grad_fn is not None
+    assert torch.equal(loss.detach(), expected.detach())
+    loss.backward()
+    expected.backward()
+    assert torch.equal(lp.grad, lp_ref.grad)
+    assert old.grad is None and old_ref.grad is None  # the reference froze old_logp
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_dtype_and_ratio_values_match(student, reference, dtype):
+    (lp, old, _, mask), (lp_ref, old_ref, _, mask_ref) = inputs(B=3, L=5, dtype=dtype)
+    ratio = student.sequence_ratio(lp, old, mask)
+    expected = reference.sequence_ratio(lp_ref, old_ref, mask_ref)
+    assert ratio.dtype == dtype and ratio.shape == (3,)
+    assert torch.equal(ratio.detach(), expected.detach())
+    grad = torch.arange(1.0, 4.0, dtype=dtype)
+    ratio.backward(grad)
+    expected.backward(grad)
+    assert torch.equal(lp.grad, lp_ref.grad)
+
+
+def test_meta_tensors_come_back_as_meta(student):
+    lp = torch.empty(4, 6, device="meta", requires_grad=True)
+    ratio = student.sequence_ratio(
+        lp, torch.empty(4, 6, device="meta"), torch.empty(4, 6, device="meta")
+    )
+    assert ratio.device.type == "meta" and ratio.shape == (4,) and ratio.requires_grad
+
+
+def test_detached_float_and_tuple_results(student, reference):
+    (lp, old, adv, mask), (lp_ref, old_ref, adv_ref, mask_ref) = inputs()
+    detached = student.detached_ratio(lp, old, mask)
+    assert not detached.requires_grad and detached.grad_fn is None
+    value = student.float_loss(lp, old, adv, mask)
+    assert type(value) is float
+    assert value == reference.gspo_loss(lp_ref, old_ref, adv_ref, mask_ref).item()
+    ratio, loss, nothing = student.ratio_and_loss(lp, old, adv, mask)
+    assert nothing is None and ratio.requires_grad and loss.requires_grad
+    (ratio.sum() + loss).backward()
+    (reference.sequence_ratio(lp_ref, old_ref, mask_ref).sum() + reference.gspo_loss(
+        lp_ref, old_ref, adv_ref, mask_ref
+    )).backward()  # fmt: skip
+    assert torch.equal(lp.grad, lp_ref.grad)
+
+
+def test_no_grad_mode_is_mirrored(student):
+    (lp, old, adv, mask), _ = inputs()
+    with torch.no_grad():
+        loss = student.gspo_loss(lp, old, adv, mask)
+    assert not loss.requires_grad
+
+
+def test_double_backward_says_it_is_not_supported(student):
+    (lp, old, adv, mask), _ = inputs()
+    loss = student.gspo_loss(lp, old, adv, mask)
+    (grad,) = torch.autograd.grad(loss, lp, create_graph=True)
+    assert grad.requires_grad  # as it would locally: it depends on lp
+    with pytest.raises(RuntimeError, match=r"double backward .* is not supported"):
+        grad.sum().backward()
+
+
+def test_in_place_mutation_is_mirrored(student):
+    x = torch.ones(2, 3)
+    version = x._version
+    assert student.scale_in_place(x, factor=3.0) is None
+    assert torch.equal(x, torch.full((2, 3), 3.0)) and x._version > version
+
+
+def test_student_exception_has_student_lines_only(student):
+    with pytest.raises(StudentError) as info:
+        student.boom(7)
+    error = info.value
+    assert type(error) is StudentError and error.type_name == "ZeroDivisionError"
+    assert error.line == BOOM_LINE
+    where = f"(submission.py, line {BOOM_LINE})"
+    assert str(error) == f"ZeroDivisionError: integer division or modulo by zero {where}"
+    assert f'File "submission.py", line {BOOM_LINE}, in _divide' in error.student_traceback
+    assert "in boom" in error.student_traceback
+    for leak in ("grader", "serve.py", "calls.py", "proxy.py", "site-packages"):
+        assert leak not in error.student_traceback
+    copy = pickle.loads(pickle.dumps(error))  # the judge may ship it across processes
+    assert str(copy) == str(error) and copy.line == BOOM_LINE
+
+
+def test_printed_output_is_captured(student):
+    assert student.shout(5) == 5
+    seen = ""
+    deadline = time.monotonic() + 10  # the launcher drains the pipes on its own threads
+    while "shouting 5" not in seen and time.monotonic() < deadline:
+        time.sleep(0.02)
+        text, truncated = student.output()
+        seen = text
+    assert "shouting 5" in seen and not truncated
+
+
+def test_timeout_kills_the_worker_and_the_next_call_recovers(student):
+    restarts = student.restarts
+    (lp, old, adv, mask), _ = inputs()
+    loss = student.gspo_loss(lp, old, adv, mask)  # its graph lives in the worker about to die
+    with pytest.raises(StudentTimeout) as info:
+        student.spin()
+    assert info.value.kind == "timeout" and "4 s" in str(info.value)
+    with pytest.raises(StudentCrash, match="graph is gone"):
+        loss.backward()
+    assert torch.equal(student.ratio_and_loss(lp, old, adv, mask)[1], loss.detach())
+    assert student.restarts == restarts + 1
+
+
+def test_os_exit_is_a_crash_and_the_next_call_recovers(student):
+    restarts = student.restarts
+    with pytest.raises(StudentCrash) as info:
+        student.die(3)
+    assert "exited with status 3" in str(info.value) and info.value.kind == "crash"
+    assert student.shout("again") == "again"
+    assert student.restarts == restarts + 1
+
+
+def test_syntax_error_reported_with_line_and_caret_through_a_pool():
+    source = "import torch\n\ndef sequence_ratio(logp, old_logp, mask):\n    return (logp\n"
+    with WorkerPool(0, LIMITS) as pool, open_student(source, pool=pool) as bad:
+        error = bad.load_error
+        assert error is not None and error.kind == "syntax_error" and error.line == 4
+        assert "^" in error.detail and "submission.py" in error.message
+        with pytest.raises(StudentLoadError) as info:
+            bad.sequence_ratio(torch.zeros(1, 1), torch.zeros(1, 1), torch.ones(1, 1))
+        assert info.value.kind == "syntax_error" and error.message in str(info.value)
+        assert bad.isolation
+
+
+def test_missing_function_is_named():
+    source = "def sequence_ratio(logp, old_logp, mask):\n    return logp\n"
+    with open_student(source, limits=LIMITS) as partial:
+        error = partial.load_error
+        assert error is not None and error.kind == "missing_function"
+        assert "gspo_loss" in error.message and "sequence_ratio" not in error.message
+
+
+@pytest.mark.parametrize("valid", [False, True], ids=["garbage", "forged-reply"])
+def test_frames_written_by_student_code_are_a_crash(student, valid):
+    restarts = student.restarts
+    expected = "answers another request" if valid else "malformed message"
+    with pytest.raises(StudentCrash, match=expected):
+        student.forge(valid)
+    assert student.shout(1) == 1 and student.restarts == restarts + 1

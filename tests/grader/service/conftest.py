@@ -1,0 +1,71 @@
+"""Fixtures for the service tests: an app around the fake grader, a client, settings."""
+
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+with warnings.catch_warnings():
+    # Starlette asks for httpx2 instead of httpx; the venv holds httpx. Harmless for tests.
+    warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
+    from fastapi.testclient import TestClient
+
+from grader.service import create_app, load_settings
+from grader.service.plots import PlotRenderer
+
+sys.path.insert(0, str(Path(__file__).parent))
+from service_fakes import FAKE_EXPERIMENT, FakeGrader
+
+TOKEN = "instructor-token-0123456789"
+
+
+@pytest.fixture
+def settings_for(tmp_path):
+    """Settings for a test: a private data dir and no web build, plus any overrides."""
+
+    def make(**overrides):
+        base = {"data_dir": tmp_path / "data", "web_dir": tmp_path / "no-web"}
+        return load_settings(**{**base, **overrides})
+
+    return make
+
+
+@pytest.fixture
+def fake_experiment(tmp_path) -> Path:
+    path = tmp_path / "fake_experiment.py"
+    path.write_text(FAKE_EXPERIMENT)
+    return path
+
+
+@pytest.fixture
+def make_client(settings_for, fake_experiment):
+    """Start an app around a FakeGrader; returns (client, grader). Closed after the test."""
+    opened = []
+
+    def make(grader: FakeGrader | None = None, wait_ready: bool = True, **overrides):
+        grader = grader or FakeGrader()
+        settings = settings_for(**overrides)
+        client = TestClient(create_app(settings, grader), raise_server_exceptions=False)
+        client.__enter__()
+        opened.append(client)
+        service = client.app.state.service
+        service.plots = PlotRenderer(settings.plots_dir, fake_experiment)
+        if wait_ready:
+            wait_until(lambda: service.ready)
+        return client, grader
+
+    yield make
+    for client in opened:
+        client.__exit__(None, None, None)
+
+
+def wait_until(condition, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.01)

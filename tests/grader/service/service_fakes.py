@@ -1,0 +1,100 @@
+"""A stand-in for grader.judge.Grader: instant, deterministic, and able to block on demand.
+
+The verdict depends on the code only: code that still raises NotImplementedError fails
+every tier; code containing "syntax(" gets a submission error; anything else passes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import struct
+import threading
+import zlib
+
+from grader.report import Artifacts, Report, SubmissionError, TierResult
+
+
+def tiny_png(width: int = 1) -> bytes:
+    """A valid 1-pixel-high greyscale PNG, written by hand so the fake needs no matplotlib."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", width, 1, 8, 0, 0, 0, 0)
+    pixels = zlib.compress(b"\x00" + b"\x80" * width)
+    chunks = chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+    return b"\x89PNG\r\n\x1a\n" + chunks
+
+
+FAKE_EXPERIMENT = (
+    """
+import inspect
+import struct
+import zlib
+from pathlib import Path
+
+RENDERS = []
+
+
+def render_plots(result, out_dir):
+    RENDERS.append(result)
+    out = {}
+    for name in ("curves", "grad_matrix", "token_vs_sequence"):
+        path = Path(out_dir) / f"{name}.png"
+        path.write_bytes(tiny_png(len(result["ratios"])))
+        out[name] = path
+    return out
+"""
+    + "\n\n"
+    + inspect.getsource(tiny_png)
+)
+
+
+class FakeGrader:
+    def __init__(self, start_gate: threading.Event | None = None):
+        self.ready = False
+        self.start_gate = start_gate
+        self.grade_gate: threading.Event | None = None  # set: gradings wait for it
+        self.calls: list[tuple[str, str]] = []
+        self.closed = False
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        if self.start_gate is not None:
+            self.start_gate.wait(10)
+        self.ready = True
+
+    def stats(self) -> dict:
+        return {"pool_size": 3}
+
+    def close(self) -> None:
+        self.closed = True
+
+    def grade(self, code: str, mode: str = "submit", filename: str = "submission.py") -> Report:
+        with self._lock:
+            self.calls.append((code, mode))
+        if self.grade_gate is not None:
+            self.grade_gate.wait(10)
+        return fake_report(code, mode)
+
+
+def fake_report(code: str, mode: str) -> Report:
+    if "syntax(" in code:
+        error = SubmissionError(kind="syntax_error", message="invalid syntax", line=1)
+        return Report(passed=False, score=0, max_score=20, mode=mode, submission_error=error)
+    ok = "NotImplementedError" not in code
+    tier_ids = ["T0"] if mode == "run" else ["T0", "T1"]
+    tiers = [
+        TierResult(id=t, title=t, passed=ok, score=10 if ok else 0, max_score=10) for t in tier_ids
+    ]
+    artifacts = Artifacts(ratios=[1.0, 1.5, 0.5], loss=-0.1) if ok else None
+    score = sum(t.score for t in tiers)
+    return Report(
+        passed=ok,
+        score=score,
+        max_score=10 * len(tiers),
+        mode=mode,
+        tiers=tiers,
+        artifacts=artifacts,
+    )

@@ -1,0 +1,293 @@
+"""The HTTP contract, against a fake grader: shapes, identity, errors, instructor, plots."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from conftest import TOKEN, wait_until
+from service_fakes import FakeGrader, fake_report
+
+from grader.exercise import default_exercise
+from grader.report import Report
+
+pytestmark = pytest.mark.service
+
+REFERENCE = default_exercise().reference.read_text()
+STARTER = default_exercise().starter.read_text()
+
+
+def submit(client, code=REFERENCE, student="ada", key=None):
+    headers = {"X-Student-Key": key} if key else {}
+    return client.post("/api/submit", json={"code": code, "student": student}, headers=headers)
+
+
+def test_exercise_describes_statement_starter_and_tiers(make_client):
+    client, _ = make_client()
+    body = client.get("/api/exercise").json()
+    assert body["starter"] == STARTER
+    assert body["functions"] == ["sequence_ratio", "gspo_loss"]
+    assert "GSPO" in body["title"]
+    assert [t["id"] for t in body["tiers"]] == ["T0", "T1", "T2", "T3"]
+    assert sum(t["points"] for t in body["tiers"]) == 100
+    assert {t["visibility"] for t in body["tiers"]} <= {"visible", "hidden"}
+
+
+def test_healthz_is_503_until_the_grader_is_warm(make_client):
+    gate = threading.Event()
+    client, grader = make_client(FakeGrader(start_gate=gate), wait_ready=False)
+    cold = client.get("/healthz")
+    assert cold.status_code == 503 and cold.headers["Retry-After"]
+    assert client.post("/api/run", json={"code": REFERENCE}).status_code == 503
+    gate.set()
+    wait_until(lambda: grader.ready)
+    assert client.get("/healthz").json() == {"status": "ok"}
+
+
+def test_run_returns_the_graders_visible_verdict_and_stores_nothing(make_client):
+    client, grader = make_client()
+    response = client.post("/api/run", json={"code": REFERENCE})
+    assert response.status_code == 200
+    body = response.json()
+    assert len(body["report_id"]) == 32
+    report = Report.model_validate(body["report"])
+    expected = fake_report(REFERENCE, "run")
+    assert (report.passed, report.score, report.mode) == (True, expected.score, "run")
+    assert grader.calls == [(REFERENCE, "run")]
+    assert client.app.state.service.store.list_submissions() == []
+
+
+def test_first_submit_creates_the_student_and_later_ones_need_the_key(make_client):
+    client, grader = make_client()
+    first = submit(client, student="ada")
+    assert first.status_code == 200
+    key = first.json()["student_key"]
+    assert first.json()["report"]["mode"] == "submit" and grader.calls[-1][1] == "submit"
+    assert submit(client, student="ada").status_code == 403
+    assert submit(client, student="ada", key="wrong").status_code == 403
+    assert len(grader.calls) == 1  # refused before grading
+    again = submit(client, code=STARTER, student="ada", key=key)
+    assert again.status_code == 200 and again.json()["student_key"] == key
+    assert again.json()["report"]["passed"] is False
+    other = submit(client, student="grace", key=key)  # another name gets its own key
+    assert other.status_code == 200 and other.json()["student_key"] != key
+
+
+def test_history_is_newest_first_and_private(make_client):
+    client, _ = make_client()
+    key = submit(client).json()["student_key"]
+    second = submit(client, code=STARTER, key=key).json()
+    ada = {"student": "ada"}
+    listing = client.get("/api/submissions", params=ada, headers={"X-Student-Key": key})
+    assert listing.status_code == 200
+    items = listing.json()["submissions"]
+    assert items[0]["submission_id"] == second["submission_id"]
+    assert [i["passed"] for i in items] == [False, True]
+    wrong = client.get("/api/submissions", params=ada, headers={"X-Student-Key": "x"})
+    assert wrong.status_code == 403
+    assert client.get("/api/submissions", params={"student": "nobody"}).status_code == 404
+
+
+def test_one_submission_is_visible_to_its_student_and_the_instructor_only(make_client):
+    client, _ = make_client(instructor_token=TOKEN)
+    ada = submit(client).json()
+    grace = submit(client, student="grace").json()
+    url = f"/api/submissions/{ada['submission_id']}"
+    mine = client.get(url, headers={"X-Student-Key": ada["student_key"]})
+    assert mine.status_code == 200
+    assert mine.json()["report"] == ada["report"] and "student_key" not in mine.json()
+    assert client.get(url, headers={"X-Student-Key": grace["student_key"]}).status_code == 404
+    assert client.get(url).status_code == 404
+    assert client.get(url, headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+    assert client.get("/api/submissions/" + "0" * 32).status_code == 404
+    assert client.get("/api/submissions/not-an-id").status_code == 404
+
+
+def test_code_over_the_size_limit_is_413(make_client):
+    client, grader = make_client(max_code_bytes=1024)
+    too_big = "#" * 1025
+    response = client.post("/api/run", json={"code": too_big})
+    assert response.status_code == 413 and "1024" in response.json()["detail"]
+    huge = client.post("/api/run", content=b'{"code": "' + b"x" * 200_000 + b'"}')
+    assert huge.status_code == 413
+    assert client.post("/api/run", json={"code": "#" * 1000}).status_code == 200
+    assert len(grader.calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/api/run", {}, "code"),
+        ("/api/submit", {"code": "x"}, "student"),
+        ("/api/submit", {"student": "ada"}, "code"),
+        ("/api/submit", {"code": "x", "student": "=cmd()"}, "student"),
+        ("/api/submit", {"code": "x", "student": ""}, "student"),
+    ],
+)
+def test_missing_or_bad_fields_are_422_with_one_sentence(make_client, path, body, field):
+    client, _ = make_client()
+    response = client.post(path, json=body)
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert isinstance(detail, str) and field in detail
+
+
+def test_unicode_student_names_are_accepted(make_client):
+    client, _ = make_client()
+    assert submit(client, student="李雷 2").status_code == 200
+
+
+def test_a_full_queue_answers_503_at_once(make_client):
+    grader = FakeGrader()
+    grader.grade_gate = threading.Event()
+    client, _ = make_client(grader, max_concurrent=1, max_queue=1)
+    results = []
+
+    def run_one():
+        results.append(client.post("/api/run", json={"code": REFERENCE}).status_code)
+
+    threads = [threading.Thread(target=run_one) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    service = client.app.state.service
+    wait_until(lambda: service.queue.in_flight == 1 and service.queue.waiting == 1)
+    refused = client.post("/api/run", json={"code": REFERENCE})
+    assert refused.status_code == 503 and int(refused.headers["Retry-After"]) > 0
+    assert "queue" in refused.json()["detail"]
+    grader.grade_gate.set()
+    for thread in threads:
+        thread.join(10)
+    assert sorted(results) == [200, 200]
+    assert "gspo_grader_rejected_total 1" in client.get("/metrics").text
+
+
+def test_instructor_endpoints_do_not_exist_without_a_token(make_client):
+    client, _ = make_client()
+    assert client.get("/api/instructor/submissions").status_code == 404
+    assert client.get("/api/instructor/gradebook.csv").status_code == 404
+
+
+def test_instructor_endpoints_need_the_right_token(make_client):
+    client, _ = make_client(instructor_token=TOKEN)
+    key = submit(client, code=STARTER).json()["student_key"]
+    submit(client, key=key)
+    submit(client, student="grace", code=STARTER)
+    for headers in ({}, {"Authorization": "Bearer wrong-token-0123456789"}):
+        response = client.get("/api/instructor/gradebook.csv", headers=headers)
+        assert response.status_code == 401 and response.headers["WWW-Authenticate"] == "Bearer"
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    listing = client.get("/api/instructor/submissions", headers=auth).json()["submissions"]
+    assert sorted(i["student"] for i in listing) == ["ada", "ada", "grace"]
+    csv = client.get("/api/instructor/gradebook.csv", headers=auth)
+    assert csv.headers["content-type"].startswith("text/csv")
+    lines = csv.text.strip().split("\n")
+    assert lines[0].startswith("student,submissions,best_score,max_score,latest_score")
+    assert lines[1].startswith("ada,2,20.0,20.0,20.0,True,")
+    assert lines[2].startswith("grace,1,0.0,20.0,0.0,False,")
+
+
+def test_metrics_count_gradings_by_outcome(make_client):
+    client, _ = make_client()
+    client.post("/api/run", json={"code": REFERENCE})
+    client.post("/api/run", json={"code": "syntax("})
+    text = client.get("/metrics").text
+    assert 'gspo_grader_gradings_total{mode="run",outcome="passed"} 1' in text
+    assert 'gspo_grader_gradings_total{mode="run",outcome="submission_error"} 1' in text
+    assert 'gspo_grader_grading_seconds_bucket{le="+Inf"} 2' in text
+    assert "gspo_grader_pool_size 3" in text and "gspo_grader_queue_depth 0" in text
+
+
+def test_plots_are_served_as_png_for_run_and_submit(make_client):
+    client, _ = make_client()
+    for response in (client.post("/api/run", json={"code": REFERENCE}), submit(client)):
+        plots = response.json()["report"]["artifacts"]["plots"]
+        assert set(plots) == {"curves", "grad_matrix", "token_vs_sequence"}
+        for url in plots.values():
+            image = client.get(url)
+            assert image.status_code == 200, image.text
+            assert image.headers["content-type"] == "image/png"
+            assert image.content.startswith(b"\x89PNG\r\n\x1a\n")
+    report_id = response.json()["report_id"]
+    assert client.get(f"/api/reports/{report_id}/plots/nope.png").status_code == 404
+    assert client.get(f"/api/reports/{'0' * 32}/plots/curves.png").status_code == 404
+
+
+def test_a_report_without_artifacts_has_no_plots(make_client):
+    client, _ = make_client()
+    body = client.post("/api/run", json={"code": STARTER}).json()
+    assert body["report"]["artifacts"] is None
+    url = f"/api/reports/{body['report_id']}/plots/curves.png"
+    assert client.get(url).status_code == 404
+
+
+def test_fallback_page_when_the_web_page_is_not_built(make_client):
+    client, _ = make_client()
+    page = client.get("/")
+    assert page.status_code == 200 and "npm run build" in page.text
+
+
+def test_built_web_page_is_served_at_the_root(make_client, tmp_path):
+    web = tmp_path / "dist"
+    (web / "assets").mkdir(parents=True)
+    (web / "index.html").write_text("<!doctype html><title>gspo page</title>")
+    (web / "assets" / "app.js").write_text("console.log(1)")
+    client, _ = make_client(web_dir=web)
+    assert "gspo page" in client.get("/").text
+    assert client.get("/assets/app.js").text == "console.log(1)"
+    assert client.get("/api/exercise").status_code == 200
+    assert client.get("/docs").status_code == 200
+
+
+def test_a_grader_crash_is_a_500_that_blames_the_grader(make_client):
+    grader = FakeGrader()
+    grader.grade = lambda code, mode="submit", filename="x": 1 / 0
+    client, _ = make_client(grader)
+    response = client.post("/api/run", json={"code": REFERENCE})
+    assert response.status_code == 500 and "not because of your code" in response.json()["detail"]
+    assert 'outcome="grader_error"} 1' in client.get("/metrics").text
+
+
+def test_shutdown_leaves_a_passed_in_grader_to_its_owner(make_client):
+    client, grader = make_client()
+    client.__exit__(None, None, None)
+    assert grader.closed is False
+
+
+def test_a_chunked_body_over_the_limit_is_413(make_client):
+    client, grader = make_client(max_code_bytes=1024)
+    chunks = iter([b'{"code": "', b"x" * 20_000, b"x" * 20_000, b'"}'])
+    response = client.post("/api/run", content=chunks, headers={"Content-Type": "application/json"})
+    assert response.status_code == 413 and grader.calls == []
+
+
+def test_malformed_json_is_422_in_plain_words(make_client):
+    client, _ = make_client()
+    response = client.post("/api/run", content=b"{", headers={"Content-Type": "application/json"})
+    assert response.status_code == 422 and response.json()["detail"] == (
+        "The request body is not valid JSON."
+    )
+
+
+def test_a_grader_that_cannot_start_keeps_healthz_at_503(make_client):
+    grader = FakeGrader()
+
+    def broken_start():
+        raise RuntimeError("no sandbox available")
+
+    grader.start = broken_start
+    client, _ = make_client(grader, wait_ready=False)
+    wait_until(lambda: client.app.state.service.start_error is not None)
+    health = client.get("/healthz")
+    assert health.status_code == 503
+    assert health.json()["status"] == "failed" and "no sandbox" in health.json()["detail"]
+
+
+def test_identical_toy_results_are_drawn_once(make_client):
+    client, _ = make_client()
+    first = client.post("/api/run", json={"code": REFERENCE}).json()
+    second = client.post("/api/run", json={"code": REFERENCE + "\n# same toy results\n"}).json()
+    assert first["report_id"] != second["report_id"]
+    for body in (first, second):
+        assert client.get(body["report"]["artifacts"]["plots"]["curves"]).status_code == 200
+    renders = client.app.state.service.plots._module().RENDERS
+    assert len(renders) == 1 and renders[0]["ratios"] == [1.0, 1.5, 0.5]

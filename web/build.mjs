@@ -1,0 +1,31 @@
+// Build the page into dist/: index.html, app.js, app.css and the KaTeX fonts the CSS names.
+// Runs offline once `npm ci` has installed esbuild and the libraries.
+
+import { copyFile, mkdir, rm } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import * as esbuild from "esbuild";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const dist = join(here, "dist");
+
+await rm(dist, { recursive: true, force: true });
+await mkdir(dist, { recursive: true });
+const result = await esbuild.build({
+  entryPoints: { app: join(here, "src", "main.js") },
+  outdir: dist,
+  bundle: true,
+  minify: true,
+  format: "esm",
+  target: ["es2020"],
+  legalComments: "linked",
+  loader: { ".woff2": "file", ".woff": "file", ".ttf": "file" },
+  assetNames: "fonts/[name]-[hash]",
+  metafile: true,
+  logLevel: "warning",
+});
+await copyFile(join(here, "index.html"), join(dist, "index.html"));
+const sizes = Object.entries(result.metafile.outputs)
+  .filter(([name]) => /\.(js|css)$/.test(name))
+  .map(([name, info]) => `${name.replace(`${here}/`, "")} ${(info.bytes / 1024).toFixed(0)} KiB`);
+console.log(`built ${sizes.join(", ")}`);

@@ -1,0 +1,68 @@
+// The student's past submissions, newest first. Each one reopens its stored report, so a
+// student can compare what changed between two attempts.
+
+import { api } from "./api.js";
+import { formatNumber, h, replaceChildren } from "./dom.js";
+
+function when(isoDate) {
+  const date = new Date(isoDate);
+  if (Number.isNaN(date.getTime())) return isoDate;
+  return date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+}
+
+function entry(item, onOpen) {
+  const score = `${formatNumber(item.score)} / ${formatNumber(item.max_score)}`;
+  return h(
+    "li",
+    {},
+    h(
+      "button",
+      { type: "button", class: "history-item", onclick: () => onOpen(item, when(item.created_at)) },
+      h("span", { class: "history-when" }, when(item.created_at)),
+      h("span", { class: "history-score" }, score),
+      h(
+        "span",
+        { class: `badge ${item.passed ? "passed" : "failed"}` },
+        item.passed ? "passed" : "failed",
+      ),
+    ),
+  );
+}
+
+/**
+ * Fill `container` with the submissions of `name` (which needs its key).
+ * onOpen(item, label) is called when the student picks one.
+ */
+export async function renderHistory(container, { name, key, onOpen }) {
+  const heading = h("h2", {}, "Your submissions");
+  if (!name || !key) {
+    replaceChildren(
+      container,
+      heading,
+      h("p", { class: "muted" }, "Your submissions appear here after your first Submit."),
+    );
+    return;
+  }
+  replaceChildren(container, heading, h("p", { class: "muted" }, "Loading…"));
+  try {
+    const data = await api.submissions(name, key);
+    const items = data.submissions || [];
+    replaceChildren(
+      container,
+      heading,
+      items.length
+        ? h(
+            "ul",
+            { class: "history-list" },
+            items.map((item) => entry(item, onOpen)),
+          )
+        : h("p", { class: "muted" }, "No submissions yet."),
+    );
+  } catch (error) {
+    replaceChildren(
+      container,
+      heading,
+      h("p", { class: "alert server-error", role: "alert" }, error.message),
+    );
+  }
+}

@@ -1,0 +1,168 @@
+// The page: wires the statement, the editor, Run/Submit, the results panel and the history.
+
+import "./styles.css";
+import { api } from "./api.js";
+import { createEditor } from "./editor.js";
+import { h, replaceChildren } from "./dom.js";
+import { renderHistory } from "./history.js";
+import { showBusy, showError, showIdle, showReport } from "./results.js";
+import { renderStatement } from "./statement.js";
+import { storage } from "./storage.js";
+
+const $ = (id) => document.getElementById(id);
+const els = {
+  title: $("title"),
+  statement: $("statement"),
+  history: $("history"),
+  student: $("student"),
+  run: $("run"),
+  submit: $("submit"),
+  reset: $("reset"),
+  results: $("results"),
+  status: $("status"),
+  tabs: [$("tab-statement"), $("tab-history")],
+};
+let exercise = null;
+let busy = false;
+
+const editor = createEditor($("editor"), {
+  code: storage.code() ?? "",
+  onChange: (code) => storage.saveCode(code),
+  onRun: () => grade("run"),
+});
+
+function setBusy(kind) {
+  busy = Boolean(kind);
+  for (const button of [els.run, els.submit]) {
+    button.disabled = busy;
+    if (busy && button.id === kind) button.setAttribute("aria-busy", "true");
+    else button.removeAttribute("aria-busy");
+  }
+}
+
+function studentName() {
+  return els.student.value.trim();
+}
+
+async function request(kind) {
+  const code = editor.getCode();
+  if (kind === "run") return api.run(code);
+  const name = studentName();
+  const response = await api.submit(code, name, storage.keyFor(name));
+  if (response.student_key) storage.saveKey(response.student, response.student_key);
+  return response;
+}
+
+// The service's rule for names (grader/service/schemas.py), checked here to say it plainly.
+const NAME_RULE = /^[\p{L}\p{N}][\p{L}\p{M}\p{N}_ .@-]{0,63}$/u;
+
+function nameProblem() {
+  const name = studentName();
+  if (!name) return "Enter your name above before you submit.";
+  if (!NAME_RULE.test(name)) {
+    return "A name starts with a letter or digit and holds only letters, digits, spaces and . _ @ - (64 at most).";
+  }
+  return null;
+}
+
+async function grade(kind) {
+  if (busy) return;
+  const problem = kind === "submit" ? nameProblem() : null;
+  if (problem) {
+    replaceChildren(els.results, h("p", { class: "alert server-error", role: "alert" }, problem));
+    els.student.focus();
+    return;
+  }
+  setBusy(kind);
+  els.status.textContent = kind === "run" ? "Running…" : "Submitting…";
+  const done = showBusy(
+    els.results,
+    kind === "run" ? "Running the visible tests…" : "Grading your submission on every tier…",
+  );
+  try {
+    const response = await request(kind);
+    done();
+    showReport(els.results, response.report);
+    els.status.textContent = `Graded: ${response.report.score} / ${response.report.max_score}`;
+    if (kind === "submit") refreshHistory();
+  } catch (error) {
+    done();
+    showError(els.results, error);
+    els.status.textContent = "Grading failed";
+  } finally {
+    setBusy(null);
+  }
+}
+
+async function openSubmission(item, label) {
+  const done = showBusy(els.results, "Opening the submission…");
+  try {
+    const response = await api.submission(item.submission_id, storage.keyFor(studentName()));
+    done();
+    showReport(els.results, response.report, `Submission of ${label}`);
+  } catch (error) {
+    done();
+    showError(els.results, error);
+  }
+}
+
+function refreshHistory() {
+  const name = studentName();
+  return renderHistory(els.history, { name, key: storage.keyFor(name), onOpen: openSubmission });
+}
+
+function selectTab(tab) {
+  for (const other of els.tabs) {
+    const selected = other === tab;
+    other.setAttribute("aria-selected", String(selected));
+    $(other.getAttribute("aria-controls")).hidden = !selected;
+  }
+  if (tab.id === "tab-history") refreshHistory();
+}
+
+function resetToStarter() {
+  if (!exercise) return;
+  if (!window.confirm("Replace your code with the starter? Your current code will be lost."))
+    return;
+  editor.setCode(exercise.starter);
+  editor.focus();
+}
+
+async function loadExercise() {
+  try {
+    exercise = await api.exercise();
+  } catch (error) {
+    replaceChildren(
+      els.statement,
+      h(
+        "p",
+        { class: "alert server-error", role: "alert" },
+        `The exercise could not be loaded. ${error.message}`,
+      ),
+    );
+    return;
+  }
+  els.title.textContent = exercise.title;
+  document.title = `${exercise.title} · gspo-grader`;
+  renderStatement(els.statement, exercise);
+  if (storage.code() === null && editor.getCode() === "") editor.setCode(exercise.starter);
+}
+
+function wire() {
+  els.student.value = storage.student();
+  els.student.addEventListener("input", () => storage.saveStudent(studentName()));
+  els.run.addEventListener("click", () => grade("run"));
+  els.submit.addEventListener("click", () => grade("submit"));
+  els.reset.addEventListener("click", resetToStarter);
+  for (const tab of els.tabs) tab.addEventListener("click", () => selectTab(tab));
+  window.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && !event.defaultPrevented) {
+      event.preventDefault();
+      grade("run");
+    }
+  });
+}
+
+wire();
+showIdle(els.results);
+loadExercise();

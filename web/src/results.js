@@ -1,0 +1,217 @@
+// The results panel: what is happening now, and then the report. Errors the student must fix
+// (syntax error, timeout) come first and plainly; then the verdict, one row per tier with the
+// failing tests open, the toy experiment, metrics, and the captured output folded away.
+
+import { formatNumber, h, replaceChildren } from "./dom.js";
+import { toySection } from "./toy.js";
+
+const ERROR_TITLES = {
+  syntax_error: "Syntax error",
+  missing_function: "A required function is missing",
+  import_error: "Your module raised an error while loading",
+  timeout: "Time limit exceeded",
+  memory_limit: "Memory limit exceeded",
+  crash: "Your code crashed the worker",
+  output_limit: "Too much output",
+};
+const OUTCOME_MARK = { passed: "✓", failed: "✗", error: "!", skipped: "–" };
+const points = (value) => formatNumber(Math.round(value * 100) / 100);
+
+/** The panel while a grading is in flight. */
+export function showBusy(panel, text) {
+  panel.setAttribute("aria-busy", "true");
+  const started = Date.now();
+  const clock = h("span", { class: "elapsed" }, "0 s");
+  const timer = setInterval(() => {
+    clock.textContent = `${Math.round((Date.now() - started) / 1000)} s`;
+  }, 1000);
+  replaceChildren(
+    panel,
+    h(
+      "div",
+      { class: "busy" },
+      h("span", { class: "spinner", "aria-hidden": "true" }),
+      h("p", {}, text),
+      clock,
+    ),
+  );
+  return () => {
+    clearInterval(timer);
+    panel.removeAttribute("aria-busy");
+  };
+}
+
+/** A request that failed (server down, 413, 503, 500): its message, never a blank panel. */
+export function showError(panel, error) {
+  const hint = error.retryAfter ? ` Try again in ${error.retryAfter} s.` : "";
+  replaceChildren(
+    panel,
+    h(
+      "div",
+      { class: "alert server-error", role: "alert" },
+      h("h3", {}, "Could not grade"),
+      h("p", {}, `${error.message}${hint}`),
+    ),
+  );
+}
+
+/** The panel before anything was graded. */
+export function showIdle(panel) {
+  replaceChildren(
+    panel,
+    h(
+      "p",
+      { class: "placeholder" },
+      "Press Run (Ctrl+Enter) to check the visible tests, or Submit to be graded on every tier.",
+    ),
+  );
+}
+
+function submissionError(error) {
+  if (!error) return null;
+  let title = ERROR_TITLES[error.kind] || "Your submission could not be graded";
+  if (error.line) title += ` on line ${error.line}`;
+  return h(
+    "div",
+    { class: "alert submission-error", role: "alert" },
+    h("h3", {}, title),
+    h("p", {}, error.message),
+    error.detail ? h("pre", { class: "detail" }, error.detail) : null,
+  );
+}
+
+function graderError(error) {
+  if (!error) return null;
+  return h(
+    "div",
+    { class: "alert grader-error", role: "alert" },
+    h("h3", {}, "The grader failed: this is not your fault"),
+    h("p", {}, error.message),
+    error.detail
+      ? h("details", {}, h("summary", {}, "Details for the instructor"), h("pre", {}, error.detail))
+      : null,
+  );
+}
+
+function verdict(report, caption) {
+  const label = report.passed ? "All tiers passed" : "Not passed yet";
+  const scope = report.mode === "run" ? "Run: visible tests only" : "Submit: every tier";
+  const time =
+    report.timings && report.timings.total_s
+      ? ` · ${formatNumber(report.timings.total_s, 3)} s`
+      : "";
+  return h(
+    "div",
+    { class: `verdict ${report.passed ? "pass" : "fail"}` },
+    h("div", { class: "score" }, `${points(report.score)} / ${points(report.max_score)}`),
+    h(
+      "div",
+      {},
+      h("strong", {}, label),
+      h("div", { class: "muted" }, caption || `${scope}${time}`),
+    ),
+  );
+}
+
+function testItem(test) {
+  const failed = test.outcome === "failed" || test.outcome === "error";
+  return h(
+    "li",
+    { class: `test ${test.outcome}` },
+    h(
+      "div",
+      { class: "test-name" },
+      h("span", { class: "mark", "aria-hidden": "true" }, OUTCOME_MARK[test.outcome] || "?"),
+      test.name,
+      h("span", { class: "outcome" }, test.outcome),
+      test.hidden ? h("span", { class: "tag" }, "hidden") : null,
+    ),
+    failed && test.message ? h("pre", { class: "message" }, test.message) : null,
+    failed && test.inputs && !test.hidden
+      ? h(
+          "div",
+          { class: "inputs" },
+          h("div", { class: "label" }, "Inputs"),
+          h("pre", {}, test.inputs),
+        )
+      : null,
+  );
+}
+
+function tierRow(tier) {
+  const notRun = tier.tests.length === 0;
+  const status = notRun ? "not run" : tier.passed ? "passed" : "failed";
+  const failing = tier.tests.filter((t) => t.outcome === "failed" || t.outcome === "error");
+  const others = tier.tests.filter((t) => !failing.includes(t));
+  const summary = h(
+    "summary",
+    {},
+    h("span", { class: "tier-id" }, tier.id),
+    h("span", { class: "tier-title" }, tier.title),
+    h("span", { class: "tier-points" }, `${points(tier.score)} / ${points(tier.max_score)}`),
+    h("span", { class: `badge ${status.replace(" ", "-")}` }, status),
+  );
+  const body = [
+    tier.description ? h("p", { class: "muted" }, tier.description) : null,
+    notRun ? h("p", { class: "muted" }, "This tier runs on Submit.") : null,
+    failing.length ? h("ul", { class: "tests" }, failing.map(testItem)) : null,
+    others.length
+      ? h(
+          "details",
+          { class: "passed-tests" },
+          h("summary", {}, `${others.length} other test${others.length === 1 ? "" : "s"}`),
+          h("ul", { class: "tests" }, others.map(testItem)),
+        )
+      : null,
+  ];
+  return h(
+    "li",
+    { class: `tier ${status.replace(" ", "-")}` },
+    h("details", { open: failing.length > 0 }, summary, body),
+  );
+}
+
+function metricsList(metrics) {
+  const entries = Object.entries(metrics || {});
+  if (!entries.length) return null;
+  return h(
+    "section",
+    { class: "metrics", "aria-label": "Metrics" },
+    h("h3", {}, "Metrics"),
+    h(
+      "dl",
+      {},
+      entries.map(([name, value]) => [
+        h("dt", {}, name.replaceAll("_", " ")),
+        h("dd", {}, formatNumber(value)),
+      ]),
+    ),
+  );
+}
+
+function outputBlock(report) {
+  const text = report.output || "";
+  const lines = text ? text.replace(/\n$/, "").split("\n").length : 0;
+  const note = report.output_truncated ? ", truncated" : "";
+  return h(
+    "details",
+    { class: "output" },
+    h("summary", {}, `Output (${lines} line${lines === 1 ? "" : "s"}${note})`),
+    text ? h("pre", {}, text) : h("p", { class: "muted" }, "Your code printed nothing."),
+  );
+}
+
+/** Render a Report (grader/report/model.py) into the panel. */
+export function showReport(panel, report, caption = "") {
+  replaceChildren(
+    panel,
+    submissionError(report.submission_error),
+    graderError(report.grader_error),
+    verdict(report, caption),
+    h("ol", { class: "tiers", "aria-label": "Tiers" }, (report.tiers || []).map(tierRow)),
+    toySection(report.artifacts),
+    metricsList(report.metrics),
+    outputBlock(report),
+  );
+  panel.scrollTop = 0;
+}

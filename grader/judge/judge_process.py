@@ -83,6 +83,7 @@ def _quiet_stdout() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # before pytest is imported; see inline
     channel = Channel(socket.socket(fileno=args.fd))
     _quiet_stdout()
     limits = Limits(**json.loads(args.limits)) if args.limits else Limits.from_env()

@@ -289,6 +289,8 @@ def test_grader_works_as_an_unprivileged_user(kit, tmp_path, bwrap_level):
     folder = kit.write_scripts(tmp_path / "w", **{"id.py": "import os; print(os.getuid())"})
     argv = ["bwrap", "--unshare-pid", "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
     argv += [arg for top in ("/bin", "/lib", "/lib64", "/sbin") for arg in _same_as_host(top)]
+    # the private /tmp first: a repo or venv below /tmp (a CI clone) is bound after it
+    argv += ["--perms", "1777", "--tmpfs", "/tmp"]
     made: set[str] = set()
     for src, dest in isolation._python_binds():
         argv += [*isolation._parent_dirs(dest, made), "--ro-bind", src, dest]
@@ -298,7 +300,7 @@ def test_grader_works_as_an_unprivileged_user(kit, tmp_path, bwrap_level):
         str(kit.repo),
         str(kit.repo),
     ]
-    argv += ["--perms", "1777", "--tmpfs", "/tmp", *isolation._parent_dirs(str(folder), made)]
+    argv += isolation._parent_dirs(str(folder), made)
     argv += ["--ro-bind", str(folder), str(folder)]
     argv += ["--bind", "/proc", "/proc", "--dev", "/dev", "--die-with-parent"]  # see docs
     argv += ["--chdir", str(kit.repo)]

@@ -3,14 +3,16 @@
 #
 #   docker build -t gspo-grader .
 #   docker run -p 8000:8000 -v gspo-data:/data \
-#       --security-opt seccomp=unconfined --security-opt apparmor=unconfined gspo-grader
+#       --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
+#       --security-opt systempaths=unconfined gspo-grader
 #
 # Isolation inside Docker. Each submission runs in a bubblewrap (bwrap) sandbox: its own user,
 # pid, network, ipc and uts namespaces, a read-only view of the system and the interpreter, a
 # private /tmp, no network, no view of /app/reference, /app/tests or /data. Debian's bwrap is
 # not setuid, so it needs *unprivileged user namespaces*, which Docker's defaults block in two
 # places: the default seccomp profile refuses clone/unshare with namespace flags, and on
-# AppArmor hosts the docker-default profile refuses mounts. Allow them with the two
+# AppArmor hosts the docker-default profile refuses mounts, and Docker's masked /proc paths
+# make the kernel refuse a fresh /proc in a user namespace. Allow them with the three
 # --security-opt flags above (or a seccomp profile that permits CLONE_NEWUSER), and make sure
 # the host kernel permits them (kernel.unprivileged_userns_clone=1 on Debian;
 # kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu 24.04). --privileged is NOT needed

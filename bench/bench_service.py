@@ -167,6 +167,10 @@ class Client:
         self.port, self.name, self.code, self.key = port, name, code, None
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT_S)
 
+    def reconnect(self) -> None:
+        self.conn.close()
+        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=TIMEOUT_S)
+
     def submit(self) -> tuple[float, int, dict | None]:
         """(seconds, HTTP status or 0 for a transport error, parsed body or None)."""
         headers = {"X-Student-Key": self.key} if self.key else {}
@@ -175,8 +179,7 @@ class Client:
         try:
             status, data = request(self.port, "POST", "/api/submit", body, headers, self.conn)
         except (OSError, http.client.HTTPException):
-            self.conn.close()  # a timed-out connection cannot be reused
-            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=TIMEOUT_S)
+            self.reconnect()  # a timed-out connection cannot be reused
             return time.perf_counter() - start, 0, None
         seconds = time.perf_counter() - start
         parsed = json.loads(data) if status == 200 else None
@@ -197,12 +200,14 @@ def bench_warm(port: int, n: int, code: str, expected_score, pause: float = 0.0)
 
     With `pause`, each request waits that long after the previous answer, so the pools have
     refilled their pre-started workers (a class where Submits do not arrive back to back)."""
-    client = Client(port, "bench-warm", code)
+    client = Client(port, f"bench-warm-{'paced' if pause else 'back-to-back'}", code)
     for _ in range(3):  # warm-up: the first requests create the student and touch caches
         client.submit()
     times, grading, ok = [], [], 0
     for _ in range(n):
-        time.sleep(pause)
+        if pause:
+            time.sleep(pause)
+            client.reconnect()  # the server closes a keep-alive connection idle for 5 s
         seconds, _, parsed = client.submit()
         times.append(seconds)
         ok += correct(parsed, expected_score)

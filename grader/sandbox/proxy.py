@@ -41,7 +41,6 @@ from grader.sandbox.worker.wire import (
 )
 
 READY_TIMEOUT_S = 120.0  # importing torch on a loaded machine; beyond this, a grader error
-META_WARM_UP_S = 60.0  # extra time for a worker's first call with meta tensors (torch imports)
 MAX_RESTARTS = 20  # a submission that crashes on every call stops being restarted
 _EXIT_WAIT_S = 2.0  # after EOF, how long the worker gets to finish exiting on its own
 
@@ -71,7 +70,6 @@ class StudentProxy:
         self.isolation = ""
         self._pool, self._worker, self._channel = pool, None, None
         self._generation, self._next_id, self._seq = 0, 0, 0
-        self._meta_warm = False
         self._released: list[int] = []
         self._output: list[str] = []
         self._output_chars, self._truncated = 0, False
@@ -88,7 +86,6 @@ class StudentProxy:
             self._pool.acquire() if self._pool is not None else launch.start_worker(self.limits)
         )
         self._worker, self._generation = worker, self._generation + 1
-        self._meta_warm = False
         self.limits, self.isolation = worker.limits, worker.isolation
         self._channel = Channel(worker.sock, wire_limits(worker.limits))
         self._wait_ready()
@@ -169,8 +166,7 @@ class StudentProxy:
         except WireError:  # a value the wire refuses: the calling test's bug, not the student's
             self._released.extend(msg["release"])
             raise
-        extra = self._warm_up_allowance(frame_out.originals)
-        frame = self._exchange(frame_out, what, extra)
+        frame = self._exchange(frame_out, what)
         reply = frame.value
         if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
             raise self._protocol_error("the worker sent a malformed reply")
@@ -180,10 +176,10 @@ class StudentProxy:
             raise self._student_error(reply.get("error"))
         return reply, frame, frame_out.originals
 
-    def _exchange(self, frame_out: Encoded, what: str, extra_s: float) -> Frame:
+    def _exchange(self, frame_out: Encoded, what: str) -> Frame:
         """Send a frame and wait for the reply frame; a dead or slow worker is stopped."""
         seconds = self.limits.call_wall_seconds
-        deadline = time.monotonic() + seconds + extra_s
+        deadline = time.monotonic() + seconds
         try:
             self._channel.send_frame(frame_out, deadline)
             return self._channel.recv(deadline)
@@ -204,13 +200,6 @@ class StudentProxy:
         """The worker broke the protocol (student code wrote to its channel?): stop it."""
         self._lose_worker("broke the wire protocol")
         return StudentCrash(message, filename=self.filename)
-
-    def _warm_up_allowance(self, tensors: list[torch.Tensor]) -> float:
-        """The worker's first meta tensors cost it seconds of torch imports, not the student."""
-        if self._meta_warm or not any(t.device.type == "meta" for t in tensors):
-            return 0.0
-        self._meta_warm = True
-        return META_WARM_UP_S
 
     def _student_error(self, error: object) -> StudentError:
         if not isinstance(error, dict) or not isinstance(error.get("type_name"), str):

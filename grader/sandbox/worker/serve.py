@@ -16,7 +16,6 @@ student code wrote to the channel itself. The first frame the worker sends, unas
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import socket
@@ -65,8 +64,6 @@ class Worker:
         if self.module is None:
             return {"ok": False, "error": _worker_error("no submission is loaded")}
         fn = getattr(self.module, msg["name"])
-        if any(spec.device == "meta" for spec in frame.specs):
-            warm_up_meta()  # before the student's code: the judge allows extra time once
         inputs = calls.prepare_inputs(frame, msg["args"], msg["kwargs"])
         result, mutated = calls.run_call(fn, inputs, bool(msg.get("grad", True)))
         graph, positions = calls.graph_of(result, inputs)
@@ -145,7 +142,6 @@ def warm_up() -> None:
     torch.autograd.grad([leaf * 2], [leaf], [torch.ones(())], allow_unused=True)
 
 
-@functools.cache
 def warm_up_meta() -> None:
     """The first op on a meta tensor imports torch._dynamo and more (seconds). Every submit
     grading sends meta tensors (T0 checks the device), so main() pays it at start-up, while

@@ -36,6 +36,9 @@ SANDBOX_WORKDIR = "/tmp/work"  # the worker's private, empty working directory (
 SANDBOX_INNER_UID = 65534  # "nobody": the uid the worker sees inside bwrap's user namespace
 PROBE_TIMEOUT_S = 30.0
 PROBE_UID = 59999  # an unused uid for the one-off probe when the judge is root
+# what the zygote keeps to confine a forked worker: namespaces and mounts, the uid drop,
+# emptying the bounding set (worker/confine.py); nothing else
+ZYGOTE_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
 
 
 class Level(enum.IntEnum):
@@ -181,6 +184,7 @@ def wrap_command(
     uid: int | None,
     workdir: str,
     info_fd: int | None = None,
+    zygote: bool = False,
 ) -> list[str]:
     """The whole argv that starts `python <python_args>` at `level`.
 
@@ -188,6 +192,7 @@ def wrap_command(
     uid: the host uid the worker runs as when the judge is root (None: the judge's own uid).
     workdir: the private working directory for the levels without bwrap.
     info_fd: an fd on which bwrap writes {"child-pid": N} (the pid namespace's init).
+    zygote: bwrap as root, keeping root and ZYGOTE_CAPS to confine the workers it forks.
     """
     env = [f"{k}={v}" for k, v in minimal_env("/tmp" if level == Level.BWRAP else workdir).items()]
     python = [_which("env"), "-i", "-C", workdir, *env, venv_python(), *python_args]
@@ -196,7 +201,7 @@ def wrap_command(
     head = _outside_rlimits(limits, uid)
     if level == Level.BWRAP:
         info = [] if info_fd is None else ["--info-fd", str(info_fd)]
-        bwrap = _bwrap_argv(limits, worker_dir, uid, env)
+        bwrap = _bwrap_argv(limits, worker_dir, uid, env, zygote)
         return [*head, bwrap[0], *info, *bwrap[1:], venv_python(), *python_args]
     drop = _drop_to(uid) if uid is not None else [_which("setpriv"), "--pdeathsig=KILL", "--"]
     if level == Level.UNSHARE:
@@ -208,10 +213,11 @@ def wrap_command(
     return head + drop + python
 
 
-def _bwrap_argv(limits: Limits, worker_dir: str, uid: int | None, env: list[str]) -> list[str]:
+def _bwrap_argv(limits, worker_dir: str, uid: int | None, env: list[str], zygote: bool):
     """As root: privileged bwrap builds the namespaces, setpriv drops to `uid`, and an inner
     unprivileged bwrap adds a user namespace that forbids nested user namespaces.
-    Unprivileged: one bwrap with a user namespace does all of it."""
+    Unprivileged: one bwrap with a user namespace does all of it.
+    The zygote (root only): the privileged bwrap alone, keeping ZYGOTE_CAPS."""
     setenv = [arg for pair in env for arg in ["--setenv", *pair.split("=", 1)]]
     common = ["--die-with-parent", "--new-session", "--clearenv", *setenv]
     spaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
@@ -219,6 +225,9 @@ def _bwrap_argv(limits: Limits, worker_dir: str, uid: int | None, env: list[str]
     userns = ["--unshare-user", "--disable-userns"]
     userns += ["--uid", str(SANDBOX_INNER_UID), "--gid", str(SANDBOX_INNER_UID)]
     fs = _bwrap_filesystem(worker_dir, limits.tmpfs_bytes)
+    if zygote:
+        caps = ["--cap-drop", "ALL"] + [arg for cap in ZYGOTE_CAPS for arg in ["--cap-add", cap]]
+        return [_which("bwrap"), *spaces, *common, *fs, *caps, "--"]
     if uid is None:
         return [_which("bwrap"), *spaces, *userns, *common, *fs, "--"]
     inner = [

@@ -23,93 +23,31 @@ import select
 import shutil
 import signal
 import socket
-import struct
 import tempfile
-import termios
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from grader.sandbox import isolation
+from grader.sandbox import isolation, uids
 from grader.sandbox.isolation import Level
 from grader.sandbox.limits import Limits
+from grader.sandbox.output import OutputCapture
 
 log = logging.getLogger(__name__)
 
 WORKER_DIR = Path(__file__).resolve().parent / "worker"
 WORKER_SCRIPT = "main.py"
-FIRST_SLOT_UID = 60000  # as root, worker n runs as uid 60000 + n (own RLIMIT_NPROC budget)
-SLOT_COUNT = 1000
-UID_LOCK_DIR = "/run/gspo-grader"
 MEMORY_EXIT_STATUS = 86  # the worker's "out of memory, could not report it" (sandbox-seam.md)
 _CHANNEL_FD, _INFO_FD = 3, 4
-_SWEEP_DEADLINE_S = 5.0
-
-
-def _process_owners() -> dict[int, int]:
-    """{pid: uid} of every process on the host (from /proc)."""
-    owners: dict[int, int] = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                owners[int(entry.name)] = entry.stat().st_uid
-    return owners
-
-
-def pids_of(uid: int) -> list[int]:
-    """The processes of `uid` now (tests use it to prove nothing of a worker survived)."""
-    return [pid for pid, owner in _process_owners().items() if owner == uid]
-
-
-class _UidSlots:
-    """Hands out host uids 60000+n: none used by a live process, and each held with an
-    flock on /run/gspo-grader/uid-<n>.lock so judges in other processes never share one
-    (a shared uid would share RLIMIT_NPROC, and one worker's kill would sweep the other)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._held: dict[int, int] = {}  # uid -> fd of its lock file
-
-    def take(self) -> int:
-        with self._lock:
-            busy = set(self._held) | set(_process_owners().values())
-            for uid in range(FIRST_SLOT_UID, FIRST_SLOT_UID + SLOT_COUNT):
-                if uid not in busy and (fd := _lock_uid(uid)) is not None:
-                    self._held[uid] = fd
-                    return uid
-        raise isolation.IsolationError(f"all {SLOT_COUNT} worker uids are in use")
-
-    def give_back(self, uid: int) -> None:
-        with self._lock:
-            fd = self._held.pop(uid, None)
-        if fd is not None:
-            os.close(fd)  # releases the flock
-
-    def held(self) -> set[int]:
-        with self._lock:
-            return set(self._held)
-
-
-def _lock_uid(uid: int) -> int | None:
-    """An fd holding an exclusive flock for `uid`, or None if another judge holds it."""
-    folder = UID_LOCK_DIR
-    if not os.access("/run", os.W_OK):
-        folder = os.path.join(tempfile.gettempdir(), "gspo-grader-uids")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    fd = os.open(f"{folder}/uid-{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
 
 
 # One long-lived thread performs every spawn (see the module docstring): an executor's
 # worker thread never exits while the judge runs.
 _spawner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gspo-sandbox-spawner")
-_slots = _UidSlots()
+_slots = uids.slots  # the tests reach the table through this module
+_lock_uid = uids.lock_uid
+pids_of = uids.pids_of
 
 
 def _spawn_in_spawner(job: Callable[[], int]) -> int:
@@ -121,62 +59,6 @@ def _high_fd(fd: int) -> int:
     high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
     os.close(fd)
     return high
-
-
-class _OutputCapture:
-    """Drains stdout and stderr on two threads; keeps the first `cap` bytes, drops the rest."""
-
-    def __init__(self, fds: list[int], cap: int) -> None:
-        self._cap, self._kept, self._truncated = cap, 0, False
-        self._chunks: list[bytes] = []
-        self._open = set(fds)  # pipes not yet at EOF
-        self._lock = threading.Lock()
-        self._threads = [
-            threading.Thread(target=self._drain, args=(fd,), daemon=True) for fd in fds
-        ]
-        for thread in self._threads:
-            thread.start()
-
-    def _drain(self, fd: int) -> None:
-        try:
-            while chunk := os.read(fd, 65536):
-                with self._lock:
-                    room = self._cap - self._kept
-                    self._truncated |= len(chunk) > room
-                    if room > 0:
-                        self._chunks.append(chunk[:room])
-                        self._kept += min(room, len(chunk))
-        finally:
-            with self._lock:
-                self._open.discard(fd)
-                os.close(fd)
-
-    def settle(self, timeout: float) -> None:
-        """Wait (at most `timeout`) until the drain threads have read what the pipes hold."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                pending = sum(_bytes_pending(fd) for fd in self._open)
-            if not pending:
-                return
-            time.sleep(0.002)
-
-    def take(self) -> tuple[str, bool]:
-        with self._lock:
-            data, self._chunks = b"".join(self._chunks), []
-            return data.decode("utf-8", errors="replace"), self._truncated
-
-    def join(self, timeout: float) -> None:
-        for thread in self._threads:
-            thread.join(timeout)
-
-
-def _bytes_pending(fd: int) -> int:
-    """Bytes waiting in a pipe (FIONREAD); 0 if the pipe cannot be asked."""
-    try:
-        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
-    except OSError:
-        return 0
 
 
 def _describe_signal(signum: int, cpu_used: float, limits: Limits) -> str:
@@ -193,7 +75,7 @@ def _describe_signal(signum: int, cpu_used: float, limits: Limits) -> str:
 class WorkerProcess:
     """One sandboxed worker: `.sock` (the judge's end of fd 3), output, liveness, kill."""
 
-    def __init__(self, pid: int, sock: socket.socket, output: _OutputCapture, **meta) -> None:
+    def __init__(self, pid: int, sock: socket.socket, output: OutputCapture, **meta) -> None:
         self.pid, self.sock, self._output = pid, sock, output
         self.limits: Limits = meta["limits"]
         self.level: Level = meta["level"]
@@ -208,6 +90,8 @@ class WorkerProcess:
         self._kill_reason: str | None = None
         self._clock: threading.Timer | None = None
         self._cleaned = False
+        # bwrap's init reports a child killed by signal n as exit status 128 + n
+        self._signal_in_exit_code = self.level == Level.BWRAP
 
     def take_output(self, settle_s: float = 0.0) -> tuple[str, bool]:
         """stdout+stderr text captured since the last call, and whether any was ever dropped.
@@ -221,11 +105,8 @@ class WorkerProcess:
 
     def alive(self) -> bool:
         with self._lock:
-            if self._status is None:
-                pid, status, usage = os.wait4(self.pid, os.WNOHANG)
-                if pid == 0:
-                    return True
-                self._record(status, usage)
+            if self._status is None and not self._reap(block=False):
+                return True
             self._cleanup()
             return False
 
@@ -251,8 +132,7 @@ class WorkerProcess:
             if self._status is None:
                 self._kill_reason = reason or "stopped by the judge"
                 self._signal_all()
-                _, status, usage = os.wait4(self.pid, 0)
-                self._record(status, usage)
+                self._reap(block=True)
             self._cleanup()
 
     def exit_description(self) -> str:
@@ -268,13 +148,21 @@ class WorkerProcess:
             code = os.WEXITSTATUS(status)
             if code == MEMORY_EXIT_STATUS:
                 return "killed: memory limit reached"
-            if self.level == Level.BWRAP and 128 < code < 128 + signal.NSIG:
+            if self._signal_in_exit_code and 128 < code < 128 + signal.NSIG:
                 return _describe_signal(code - 128, self._cpu_used, self.limits)
             return f"exited with status {code}"
 
-    def _record(self, status: int, usage) -> None:
+    def _reap(self, block: bool) -> bool:
+        """Collect the exit status if the worker has ended (waiting for it if `block`)."""
+        pid, status, usage = os.wait4(self.pid, 0 if block else os.WNOHANG)
+        if pid == 0:
+            return False
+        self._record(status, usage.ru_utime + usage.ru_stime)
+        return True
+
+    def _record(self, status: int, cpu_used: float) -> None:
         self._status = status
-        self._cpu_used = usage.ru_utime + usage.ru_stime
+        self._cpu_used = cpu_used
 
     def _signal_all(self) -> None:
         if self._init_pidfd is not None:
@@ -291,25 +179,15 @@ class WorkerProcess:
         if self._clock is not None:
             self._clock.cancel()
         if self._init_pidfd is not None:
-            select.select([self._init_pidfd], [], [], _SWEEP_DEADLINE_S)
+            select.select([self._init_pidfd], [], [], uids.SWEEP_DEADLINE_S)
             os.close(self._init_pidfd)
         if self.uid is not None:
-            _sweep_uid(self.uid)
+            uids.sweep_uid(self.uid)
             _slots.give_back(self.uid)
         self._output.join(timeout=1.0)
         self.sock.close()
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
-
-
-def _sweep_uid(uid: int) -> None:
-    """SIGKILL every process of `uid` until none is left (escapees of levels without pid ns)."""
-    deadline = time.monotonic() + _SWEEP_DEADLINE_S
-    while (pids := pids_of(uid)) and time.monotonic() < deadline:
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.01)
 
 
 def start_worker(
@@ -346,7 +224,16 @@ def start_worker(
         raise
 
 
-def _launch(limits, level, uid, worker_dir, script, args, arm_clock) -> WorkerProcess:
+def start_zygote(limits: Limits) -> WorkerProcess:
+    """Start the zygote (worker/zygote.py): bwrap as root, its fd 3 a SOCK_SEQPACKET socket.
+
+    Only as root at the bwrap level; the caller checks `zygote_possible()` first.
+    """
+    args = ["--zygote", "--limits", limits.to_json()]
+    return _launch(limits, Level.BWRAP, None, WORKER_DIR, WORKER_SCRIPT, args, False, True)
+
+
+def _launch(limits, level, uid, worker_dir, script, args, arm_clock, zygote=False):
     workdir = None if level == Level.BWRAP else _private_workdir(uid)
     python_args = isolation.worker_args(level, str(worker_dir), script, args or [])
     if args is None:
@@ -359,8 +246,10 @@ def _launch(limits, level, uid, worker_dir, script, args, arm_clock) -> WorkerPr
         uid=uid,
         workdir=workdir or "/",
         info_fd=_INFO_FD if level == Level.BWRAP else None,
+        zygote=zygote,
     )
-    judge_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    kind = socket.SOCK_SEQPACKET if zygote else socket.SOCK_STREAM
+    judge_end, worker_end = socket.socketpair(socket.AF_UNIX, kind)
     (out_r, out_w), (err_r, err_w), (info_r, info_w) = os.pipe(), os.pipe(), os.pipe()
     child_fds = [_high_fd(fd) for fd in (out_w, err_w, worker_end.detach(), info_w)]
     try:
@@ -374,7 +263,7 @@ def _launch(limits, level, uid, worker_dir, script, args, arm_clock) -> WorkerPr
         for fd in child_fds:
             os.close(fd)
     init_pidfd = _read_init_pidfd(info_r) if level == Level.BWRAP else os.close(info_r)
-    output = _OutputCapture([out_r, err_r], limits.output_bytes)
+    output = OutputCapture([out_r, err_r], limits.output_bytes)
     worker = WorkerProcess(
         pid,
         judge_end,

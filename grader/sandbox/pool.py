@@ -3,16 +3,25 @@
 A worker is handed out once and never reused: the submission it ran may have changed
 anything inside it. The pool keeps `size` idle workers started in the background, replaces
 any that die while waiting, and starts one on the spot when none is idle.
+
+Where the host allows it (root, bwrap), workers are forked from a zygote that has imported
+torch once (zygote.py): milliseconds per worker instead of seconds of CPU. When the zygote
+cannot answer, it is restarted, and after three failures in a row the pool spawns workers.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from pathlib import Path
 
 from grader.sandbox.launch import WORKER_DIR, WORKER_SCRIPT, WorkerProcess, start_worker
 from grader.sandbox.limits import Limits
+from grader.sandbox.zygote import Zygote, ZygoteError, started_zygote, zygote_possible
+
+log = logging.getLogger(__name__)
+_ZYGOTE_FAILURES_TOLERATED = 3
 
 _HEALTH_CHECK_S = 0.5  # how often idle workers are checked for having died
 _RETRY_AFTER_FAILURE_S = 2.0
@@ -28,12 +37,20 @@ class WorkerPool:
         *,
         worker_dir: str | Path = WORKER_DIR,
         script: str = WORKER_SCRIPT,
+        zygote: bool | None = None,
     ) -> None:
+        """zygote: fork workers from a zygote (None: wherever the host allows it; never for
+        a worker other than the standard one)."""
         if size < 0:
             raise ValueError(f"pool size must be >= 0, got {size}")
         self.size = size
         self.limits = limits or Limits.from_env()
         self._start_args = {"worker_dir": worker_dir, "script": script}
+        standard = Path(worker_dir) == WORKER_DIR and script == WORKER_SCRIPT
+        self._want_zygote = standard and (zygote_possible() if zygote is None else zygote)
+        self._zygote: Zygote | None = None
+        self._zygote_failures = 0
+        self._zygote_lock = threading.Lock()
         self._idle: list[WorkerProcess] = []
         self._starting = 0
         self._closed = False
@@ -85,6 +102,16 @@ class WorkerPool:
         self._filler.join(timeout=30.0)
         for worker in idle:
             worker.kill()
+        with self._zygote_lock:
+            self._want_zygote = False
+            if self._zygote is not None:
+                self._zygote.close()
+
+    @property
+    def forks(self) -> bool:
+        """Whether workers now come from a zygote (False: spawned)."""
+        with self._zygote_lock:
+            return self._want_zygote
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -102,7 +129,40 @@ class WorkerPool:
         return None
 
     def _start(self, arm_clock: bool) -> WorkerProcess:
+        zygote = self._live_zygote()
+        if zygote is not None:
+            try:
+                worker = zygote.fork_worker(self.limits, arm_clock)
+            except ZygoteError as exc:
+                log.warning("%s; spawning this worker instead", exc)
+                self.last_error = exc
+                with self._zygote_lock:
+                    self._zygote_failures += 1
+                    self._want_zygote &= self._zygote_failures < _ZYGOTE_FAILURES_TOLERATED
+            else:
+                self._zygote_failures = 0
+                return worker
         return start_worker(self.limits, arm_clock=arm_clock, **self._start_args)
+
+    def _live_zygote(self) -> Zygote | None:
+        """The zygote, (re)started if it died; None once it failed too often or is off."""
+        with self._zygote_lock:
+            if not self._want_zygote:
+                return None
+            if self._zygote is not None and self._zygote.alive():
+                return self._zygote
+            if self._zygote is not None:
+                self._zygote.close()
+                self._zygote, self._zygote_failures = None, self._zygote_failures + 1
+            if self._zygote_failures >= _ZYGOTE_FAILURES_TOLERATED:
+                log.warning("sandbox zygote failed %d times; workers are spawned from now on",
+                            self._zygote_failures)  # fmt: skip
+                self._want_zygote = False
+                return None
+            self._zygote = started_zygote(self.limits)
+            if self._zygote is None:
+                self._zygote_failures += 1
+            return self._zygote
 
     def _fill(self) -> None:
         """Background loop: drop dead idle workers, start new ones up to `size`."""

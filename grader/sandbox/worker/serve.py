@@ -153,11 +153,16 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="gspo-worker", description="sandboxed GSPO worker")
     parser.add_argument("--limits", default="{}", help="the launcher's Limits as JSON")
     parser.add_argument("--fd", type=int, default=3, help="the connected socket's descriptor")
+    parser.add_argument("--zygote", action="store_true", help="fork workers (see zygote.py)")
     args = parser.parse_args(argv)
     limits = json.loads(args.limits)
     torch.set_num_threads(1)  # no intra-op pool: a pre-started worker stays cheap
     warm_up()
     warm_up_meta()
+    if args.zygote:  # each forked worker applies its own limits once confined
+        from . import zygote
+
+        return zygote.run(args.fd)
     rlimits.apply(limits)
     sock = socket.socket(fileno=args.fd)
     return serve_guarded(sock, wire_limits(limits))

@@ -1,0 +1,66 @@
+"""Capture a worker's stdout and stderr: drained on two threads, capped, marked when cut."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import struct
+import termios
+import threading
+import time
+
+
+class OutputCapture:
+    """Drains stdout and stderr on two threads; keeps the first `cap` bytes, drops the rest."""
+
+    def __init__(self, fds: list[int], cap: int) -> None:
+        self._cap, self._kept, self._truncated = cap, 0, False
+        self._chunks: list[bytes] = []
+        self._open = set(fds)  # pipes not yet at EOF
+        self._lock = threading.Lock()
+        self._threads = [
+            threading.Thread(target=self._drain, args=(fd,), daemon=True) for fd in fds
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _drain(self, fd: int) -> None:
+        try:
+            while chunk := os.read(fd, 65536):
+                with self._lock:
+                    room = self._cap - self._kept
+                    self._truncated |= len(chunk) > room
+                    if room > 0:
+                        self._chunks.append(chunk[:room])
+                        self._kept += min(room, len(chunk))
+        finally:
+            with self._lock:
+                self._open.discard(fd)
+                os.close(fd)
+
+    def settle(self, timeout: float) -> None:
+        """Wait (at most `timeout`) until the drain threads have read what the pipes hold."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                pending = sum(_bytes_pending(fd) for fd in self._open)
+            if not pending:
+                return
+            time.sleep(0.002)
+
+    def take(self) -> tuple[str, bool]:
+        with self._lock:
+            data, self._chunks = b"".join(self._chunks), []
+            return data.decode("utf-8", errors="replace"), self._truncated
+
+    def join(self, timeout: float) -> None:
+        for thread in self._threads:
+            thread.join(timeout)
+
+
+def _bytes_pending(fd: int) -> int:
+    """Bytes waiting in a pipe (FIONREAD); 0 if the pipe cannot be asked."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:
+        return 0

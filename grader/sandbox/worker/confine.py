@@ -1,0 +1,142 @@
+"""Confine a process forked from the zygote: the same walls bwrap builds for a spawned worker.
+
+The zygote runs as root inside a privileged bwrap (read-only system, no network), holding only
+CAP_SYS_ADMIN, CAP_SETUID, CAP_SETGID and CAP_SETPCAP. A worker forked from it goes through
+two steps before any student byte is read:
+
+    enter_namespaces(tmpfs_bytes)   in the monitor (first fork): new mount, pid, net, ipc and
+                                    uts namespaces, a fresh size-capped /tmp of its own
+    become_worker(uid)              in the worker (second fork, pid 1 of the new pid
+                                    namespace): its own /proc, a new session, the host uid
+                                    `uid`, no capabilities, no_new_privs, and a user
+                                    namespace in which no further user namespace can be made
+
+Every step raises OSError on failure: the caller exits, so a half-confined process never
+serves a request. Linux only; x86-64 and arm64 syscall numbers are not needed (libc wrappers).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
+MS_REC, MS_PRIVATE = 1 << 14, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
+CAP_LAST = 63  # PR_CAPBSET_DROP fails with EINVAL past the kernel's last capability
+_CAPABILITY_V3 = 0x20080522
+INSIDE_UID = 65534  # "nobody": the uid the worker sees inside its user namespace
+WORKDIR = "/tmp/work"
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = ""):
+    encode = lambda text: text.encode() if text else None  # noqa: E731
+    result = _libc.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags),
+                         encode(data))  # fmt: skip
+    _check(result, f"mount {target}")
+
+
+def _unshare(flags: int, what: str) -> None:
+    _check(_libc.unshare(flags), f"unshare {what}")
+
+
+def _prctl(option: int, value: int, what: str) -> None:
+    _check(_libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0), what)
+
+
+def die_with_parent(parent: int | None) -> None:
+    """SIGKILL this process when its parent ends; end now if the parent `parent` already has.
+
+    parent None: the caller is pid 1 of a new pid namespace, where its parent has no pid.
+    """
+    _prctl(PR_SET_PDEATHSIG, 9, "parent-death signal")
+    if parent is not None and os.getppid() != parent:
+        os._exit(70)
+
+
+def enter_namespaces(tmpfs_bytes: int) -> None:
+    """New mount, pid (for the next child), net, ipc and uts namespaces; a private /tmp.
+
+    Mounts are made private first, so nothing mounted here reaches the zygote or a sibling.
+    """
+    spaces = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
+    _unshare(spaces, "mount+pid+net+ipc+uts namespaces")
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    options = f"size={int(tmpfs_bytes)},mode=1777"
+    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, options)
+    os.mkdir(WORKDIR, 0o777)
+    os.chmod(WORKDIR, 0o777)  # mkdir's mode is filtered by the umask
+
+
+def become_worker(uid: int | None) -> None:
+    """In pid 1 of the new pid namespace: own /proc and session, then drop everything.
+
+    uid None keeps the zygote's uid (a zygote that is not root has nothing to drop to).
+    """
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    os.setsid()
+    if uid is not None:
+        _drop_bounding_set()
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)  # clears the permitted and effective capabilities
+    _prctl(PR_SET_NO_NEW_PRIVS, 1, "no_new_privs")
+    _prctl(PR_SET_DUMPABLE, 1, "dumpable")  # a uid change made /proc/self root's; take it back
+    _forbid_user_namespaces()
+    os.chdir(WORKDIR)
+
+
+def set_dumpable(on: bool) -> None:
+    """Non-dumpable: no process of the same uid may ptrace this one or read its memory."""
+    _prctl(PR_SET_DUMPABLE, int(on), "dumpable")
+
+
+def _drop_bounding_set() -> None:
+    """Empty the capability bounding set (needs CAP_SETPCAP, which the zygote holds)."""
+    for cap in range(CAP_LAST + 1):
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            if ctypes.get_errno() == 22:  # EINVAL: past the last capability of this kernel
+                return
+            _check(-1, f"drop capability {cap} from the bounding set")
+
+
+def _forbid_user_namespaces() -> None:
+    """What bwrap's --disable-userns does: enter a user namespace, cap its children at one,
+    and use that one up by entering it; then clear the capabilities the entry granted."""
+    outer_uid = os.getuid()
+    _unshare(CLONE_NEWUSER, "user namespace")
+    _map_self(INSIDE_UID, outer_uid)
+    with open("/proc/sys/user/max_user_namespaces", "w") as limit:
+        limit.write("1")
+    _unshare(CLONE_NEWUSER, "nested user namespace")
+    _map_self(INSIDE_UID, INSIDE_UID)
+    _clear_capabilities()
+
+
+def _map_self(inside: int, outside: int) -> None:
+    """Map the one uid and gid this process has; setgroups is denied, as the kernel requires."""
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{inside} {outside} 1"),
+                       ("gid_map", f"{inside} {outside} 1")):  # fmt: skip
+        with open(f"/proc/self/{name}", "w") as file:
+            file.write(text)
+
+
+def _clear_capabilities() -> None:
+    """capset(2) with every set empty: entering a user namespace grants a full set in it."""
+    header = (ctypes.c_uint32 * 2)(_CAPABILITY_V3, 0)
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable x 2 words: all zero
+    _check(_libc.capset(header, data), "capset")

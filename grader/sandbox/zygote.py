@@ -1,0 +1,208 @@
+"""The judge's side of the zygote: ask it for a confined worker, and own that worker's life.
+
+Starting a worker from scratch costs seconds of CPU (`import torch` and its lazy imports);
+forking one from the zygote costs milliseconds (worker/zygote.py). A forked worker is as
+isolated as a spawned one: its own mount, pid, net, ipc and uts namespaces, its own /tmp,
+its own host uid from the same slot table, no capabilities, no nested user namespaces
+(worker/confine.py). It is not the judge's child, so:
+
+    kill     pidfd_send_signal(SIGKILL) on the worker, which is pid 1 of its pid namespace
+             (the whole namespace dies with it), then the usual sweep of its uid;
+    status   the monitor writes "<wait status> <cpu seconds>" on a pipe once the worker's
+             init ends; the init exits with the server's status, 128 + signal if killed.
+
+Only a root judge at the bwrap level uses a zygote; elsewhere, and whenever the zygote cannot
+answer, the pool spawns workers as before. GSPO_GRADER_SANDBOX_ZYGOTE=off turns it off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import select
+import signal
+import socket
+import threading
+import time
+
+from grader.sandbox import isolation, launch, uids
+from grader.sandbox.isolation import Level
+from grader.sandbox.limits import Limits
+from grader.sandbox.output import OutputCapture
+
+log = logging.getLogger(__name__)
+
+ZYGOTE_ENV = "GSPO_GRADER_SANDBOX_ZYGOTE"
+READY_TIMEOUT_S = 120.0  # the zygote's own start: `import torch` on a loaded machine
+FORK_TIMEOUT_S = 15.0  # one fork request, confinement included
+_STATUS_WAIT_S = 10.0  # after SIGKILL, how long the monitor may take to report
+
+
+class ZygoteError(RuntimeError):
+    """The zygote could not give a worker (the pool then spawns one)."""
+
+
+def zygote_possible() -> bool:
+    """A zygote needs root (to drop each worker to its own uid) and bwrap, and not 'off'."""
+    if os.environ.get(ZYGOTE_ENV, "").strip().lower() in ("0", "off", "false", "no"):
+        return False
+    return isolation.running_as_root() and isolation.detect_isolation().level == Level.BWRAP
+
+
+class ForkedWorker(launch.WorkerProcess):
+    """A worker forked by the zygote: the WorkerProcess interface, reaped through the
+    monitor's status pipe, killed through its pidfd only (its pid means nothing here)."""
+
+    def __init__(self, pid: int, sock: socket.socket, output, status_fd: int, **meta) -> None:
+        super().__init__(pid, sock, output, **meta)
+        self._status_fd = status_fd  # the monitor reports the init's raw wait status
+
+    def _reap(self, block: bool) -> bool:
+        ready = select.select([self._status_fd], [], [], _STATUS_WAIT_S if block else 0)[0]
+        if not ready:
+            if block:  # no report: the monitor itself is gone; the sweep still runs
+                self._record(signal.SIGKILL, 0.0)
+            return block
+        self._record(*_parse_status(os.read(self._status_fd, 256)))
+        return True
+
+    def _signal_all(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(self._init_pidfd, signal.SIGKILL)
+
+    def _cleanup(self) -> None:
+        if not self._cleaned:
+            super()._cleanup()
+            os.close(self._status_fd)
+
+
+def _parse_status(data: bytes) -> tuple[int, float]:
+    """'<wait status> <cpu seconds>' from the monitor; EOF alone means it died (SIGKILL)."""
+    try:
+        status, cpu = data.decode().split()
+        return int(status), float(cpu)
+    except ValueError:
+        return signal.SIGKILL, 0.0
+
+
+class Zygote:
+    """One zygote process per judge. `fork_worker()` is thread-safe; `close()` ends it."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self._lock = threading.Lock()
+        self._process = launch.start_zygote(limits)
+        self._ready = False
+
+    def alive(self) -> bool:
+        return self._process.alive()
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
+        """Block until the zygote has imported torch and said so; ZygoteError if it can't."""
+        with self._lock:
+            self._wait_ready_locked(timeout)
+
+    def fork_worker(self, limits: Limits, arm_clock: bool = True) -> ForkedWorker:
+        """A fresh confined worker with `limits`, its grading clock armed if asked."""
+        uid = uids.slots.take()
+        try:
+            with self._lock:
+                self._wait_ready_locked(READY_TIMEOUT_S)
+                worker = self._request(limits, uid)
+        except BaseException:
+            uids.slots.give_back(uid)
+            raise
+        if arm_clock:
+            worker.arm_grading_clock()
+        return worker
+
+    def close(self) -> None:
+        self._process.kill(reason="zygote closed")
+
+    def _wait_ready_locked(self, timeout: float) -> None:
+        if self._ready:
+            return
+        message = self._receive(timeout, "start")[0]
+        if message.get("op") != "ready":
+            raise self._fail(f"unexpected first message {message!r}")
+        self._ready = True
+        log.info("sandbox zygote ready (pid %s)", message.get("pid"))
+
+    def _request(self, limits: Limits, uid: int) -> ForkedWorker:
+        judge_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        (out_r, out_w), (err_r, err_w), (status_r, status_w) = os.pipe(), os.pipe(), os.pipe()
+        given = [out_w, err_w, worker_end.fileno(), status_w]
+        request = {"op": "fork", "uid": uid, "limits": json.loads(limits.to_json())}
+        try:
+            socket.send_fds(self._process.sock, [json.dumps(request).encode()], given)
+        except OSError as exc:
+            raise self._fail(f"cannot reach the zygote: {exc}") from exc
+        finally:
+            worker_end.close()
+            for fd in (out_w, err_w, status_w):
+                os.close(fd)
+        try:
+            reply, fds = self._receive(FORK_TIMEOUT_S, "fork")
+        except ZygoteError:
+            _close_all(judge_end, out_r, err_r, status_r)
+            raise
+        if not reply.get("ok") or len(fds) != 1:
+            _close_all(judge_end, out_r, err_r, status_r, *fds)
+            raise ZygoteError(f"the zygote could not fork a worker: {reply.get('error')}")
+        output = OutputCapture([out_r, err_r], limits.output_bytes)
+        return ForkedWorker(int(reply["pid"]), judge_end, output, status_r, **self._meta(
+            limits, uid, fds[0]))  # fmt: skip
+
+    def _meta(self, limits: Limits, uid: int, pidfd: int) -> dict:
+        text = (
+            f"bwrap (zygote fork): user+pid+net+ipc+uts+mount namespaces, uid {uid}, "
+            "no capabilities, uid 65534 inside, no nested user namespaces, "
+            "read-only system, private /tmp"
+        )
+        return dict(limits=limits, level=Level.BWRAP, uid=uid, isolation=text,
+                    workdir=None, init_pidfd=pidfd)  # fmt: skip
+
+    def _receive(self, timeout: float, what: str) -> tuple[dict, list[int]]:
+        """One message from the zygote within `timeout`; the zygote is killed if none comes."""
+        sock = self._process.sock
+        if not select.select([sock], [], [], timeout)[0]:
+            raise self._fail(f"no answer to {what} within {timeout:g} s")
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, 65536, 4)
+        except OSError as exc:
+            raise self._fail(f"the control socket failed: {exc}") from exc
+        if not data:
+            raise self._fail(f"it ended ({self._process.exit_description()})")
+        try:
+            return json.loads(data), fds
+        except ValueError:
+            _close_all(*fds)
+            raise self._fail(f"unreadable message {data[:200]!r}") from None
+
+    def _fail(self, why: str) -> ZygoteError:
+        """Kill the zygote (a later fork gets a new one) and word the error with its output."""
+        self._process.kill(reason=why)
+        text, _ = self._process.take_output(settle_s=0.2)
+        tail = text.strip().splitlines()[-3:]
+        return ZygoteError(f"sandbox zygote: {why}" + (f" ({' | '.join(tail)})" if tail else ""))
+
+
+def _close_all(*items) -> None:
+    for item in items:
+        with contextlib.suppress(OSError):
+            item.close() if isinstance(item, socket.socket) else os.close(item)
+
+
+def started_zygote(limits: Limits) -> Zygote | None:
+    """A zygote that has said ready, or None (logged) when this host cannot run one."""
+    began = time.monotonic()
+    try:
+        zygote = Zygote(limits)
+        zygote.wait_ready()
+    except (ZygoteError, OSError, isolation.IsolationError) as exc:
+        log.warning("no sandbox zygote, workers will be spawned: %s", exc)
+        return None
+    log.info("sandbox zygote started in %.1f s", time.monotonic() - began)
+    return zygote

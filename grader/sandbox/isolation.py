@@ -217,7 +217,7 @@ def _bwrap_argv(limits, worker_dir: str, uid: int | None, env: list[str], zygote
     """As root: privileged bwrap builds the namespaces, setpriv drops to `uid`, and an inner
     unprivileged bwrap adds a user namespace that forbids nested user namespaces.
     Unprivileged: one bwrap with a user namespace does all of it.
-    The zygote (root only): the privileged bwrap alone, keeping ZYGOTE_CAPS."""
+    The zygote: one bwrap keeping ZYGOTE_CAPS (as root, the privileged one)."""
     setenv = [arg for pair in env for arg in ["--setenv", *pair.split("=", 1)]]
     common = ["--die-with-parent", "--new-session", "--clearenv", *setenv]
     spaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
@@ -225,9 +225,10 @@ def _bwrap_argv(limits, worker_dir: str, uid: int | None, env: list[str], zygote
     userns = ["--unshare-user", "--disable-userns"]
     userns += ["--uid", str(SANDBOX_INNER_UID), "--gid", str(SANDBOX_INNER_UID)]
     fs = _bwrap_filesystem(worker_dir, limits.tmpfs_bytes)
-    if zygote:
+    if zygote:  # root: the host's root; otherwise its own uid, capable in its own user ns
         caps = ["--cap-drop", "ALL"] + [arg for cap in ZYGOTE_CAPS for arg in ["--cap-add", cap]]
-        return [_which("bwrap"), *spaces, *common, *fs, *caps, "--"]
+        user = [] if running_as_root() else ["--unshare-user"]  # not uid 0: see confine.py
+        return [_which("bwrap"), *spaces, *user, *common, *fs, *caps, "--"]
     if uid is None:
         return [_which("bwrap"), *spaces, *userns, *common, *fs, "--"]
     inner = [

@@ -11,8 +11,10 @@ its own host uid from the same slot table, no capabilities, no nested user names
     status   the monitor writes "<wait status> <cpu seconds>" on a pipe once the worker's
              init ends; the init exits with the server's status, 128 + signal if killed.
 
-Only a root judge at the bwrap level uses a zygote; elsewhere, and whenever the zygote cannot
-answer, the pool spawns workers as before. GSPO_GRADER_SANDBOX_ZYGOTE=off turns it off.
+A judge at the bwrap level uses a zygote (as root, or through unprivileged user namespaces,
+where workers keep the judge's uid as spawned ones do); below that level, and whenever the
+zygote cannot answer, the pool spawns workers as before. GSPO_GRADER_SANDBOX_ZYGOTE=off
+turns it off.
 """
 
 from __future__ import annotations
@@ -45,10 +47,11 @@ class ZygoteError(RuntimeError):
 
 
 def zygote_possible() -> bool:
-    """A zygote needs root (to drop each worker to its own uid) and bwrap, and not 'off'."""
+    """A zygote needs the bwrap level (as root, or with unprivileged user namespaces), and
+    GSPO_GRADER_SANDBOX_ZYGOTE not set to off."""
     if os.environ.get(ZYGOTE_ENV, "").strip().lower() in ("0", "off", "false", "no"):
         return False
-    return isolation.running_as_root() and isolation.detect_isolation().level == Level.BWRAP
+    return isolation.detect_isolation().level == Level.BWRAP
 
 
 class ForkedWorker(launch.WorkerProcess):
@@ -105,14 +108,21 @@ class Zygote:
             self._wait_ready_locked(timeout)
 
     def fork_worker(self, limits: Limits, arm_clock: bool = True) -> ForkedWorker:
-        """A fresh confined worker with `limits`, its grading clock armed if asked."""
-        uid = uids.slots.take()
+        """A fresh confined worker with `limits`, its grading clock armed if asked.
+
+        As root it gets its own host uid; otherwise it keeps the judge's, and RLIMIT_NPROC,
+        which would count the judge's processes too, is left unset (as for spawned ones).
+        """
+        root = isolation.running_as_root()
+        uid = uids.slots.take() if root else None
+        limits = limits if root else limits.replace(processes=None)
         try:
             with self._lock:
                 self._wait_ready_locked(READY_TIMEOUT_S)
                 worker = self._request(limits, uid)
         except BaseException:
-            uids.slots.give_back(uid)
+            if uid is not None:
+                uids.slots.give_back(uid)
             raise
         if arm_clock:
             worker.arm_grading_clock()
@@ -130,7 +140,7 @@ class Zygote:
         self._ready = True
         log.info("sandbox zygote ready (pid %s)", message.get("pid"))
 
-    def _request(self, limits: Limits, uid: int) -> ForkedWorker:
+    def _request(self, limits: Limits, uid: int | None) -> ForkedWorker:
         judge_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         (out_r, out_w), (err_r, err_w), (status_r, status_w) = os.pipe(), os.pipe(), os.pipe()
         given = [out_w, err_w, worker_end.fileno(), status_w]
@@ -155,9 +165,10 @@ class Zygote:
         return ForkedWorker(int(reply["pid"]), judge_end, output, status_r, **self._meta(
             limits, uid, fds[0]))  # fmt: skip
 
-    def _meta(self, limits: Limits, uid: int, pidfd: int) -> dict:
+    def _meta(self, limits: Limits, uid: int | None, pidfd: int) -> dict:
+        who = f"uid {uid}" if uid is not None else f"uid {os.geteuid()} (judge's)"
         text = (
-            f"bwrap (zygote fork): user+pid+net+ipc+uts+mount namespaces, uid {uid}, "
+            f"bwrap (zygote fork): user+pid+net+ipc+uts+mount namespaces, {who}, "
             "no capabilities, uid 65534 inside, no nested user namespaces, "
             "read-only system, private /tmp"
         )

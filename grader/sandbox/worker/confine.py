@@ -1,8 +1,10 @@
 """Confine a process forked from the zygote: the same walls bwrap builds for a spawned worker.
 
-The zygote runs as root inside a privileged bwrap (read-only system, no network), holding only
-CAP_SYS_ADMIN, CAP_SETUID, CAP_SETGID and CAP_SETPCAP. A worker forked from it goes through
-two steps before any student byte is read:
+The zygote runs as root inside bwrap (read-only system, no network), holding only CAP_SYS_ADMIN,
+CAP_SETUID, CAP_SETGID and CAP_SETPCAP: the host's root when the judge is root, otherwise the
+judge's uid with those capabilities in a user namespace of its own (not uid 0 there: since
+Linux 5.12, mapping a parent's uid 0 into a new user namespace needs CAP_SETFCAP). A worker
+forked from it goes through two steps before any student byte is read:
 
     enter_namespaces(tmpfs_bytes)   in the monitor (first fork): new mount, pid, net, ipc and
                                     uts namespaces, a fresh size-capped /tmp of its own
@@ -85,12 +87,13 @@ def enter_namespaces(tmpfs_bytes: int) -> None:
 def become_worker(uid: int | None) -> None:
     """In pid 1 of the new pid namespace: own /proc and session, then drop everything.
 
-    uid None keeps the zygote's uid (a zygote that is not root has nothing to drop to).
+    uid None keeps the zygote's uid: a zygote started without root has a user namespace
+    that maps no other uid; the nested user namespaces still take every capability away.
     """
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.setsid()
+    _drop_bounding_set()
     if uid is not None:
-        _drop_bounding_set()
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)  # clears the permitted and effective capabilities

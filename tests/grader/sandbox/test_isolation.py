@@ -259,7 +259,8 @@ def _same_as_host(top: str) -> list[str]:
 
 _UNPRIVILEGED_JUDGE = textwrap.dedent(
     """
-    import json, sys, time
+    import json, logging, sys, time
+    logging.basicConfig()  # the pool's warnings reach stderr, which a failure shows
     from grader.sandbox.isolation import Level, detect_isolation
     from grader.sandbox.launch import start_worker
     from grader.sandbox.limits import Limits
@@ -274,6 +275,11 @@ _UNPRIVILEGED_JUDGE = textwrap.dedent(
         text, _ = w.take_output()
         out["workers"].append([w.isolation, text.strip(), w.exit_description(), w.uid])
         w.kill()
+    from grader.sandbox import WorkerPool, open_student
+    source = "import os\\ndef f():\\n    return open('/proc/self/status').read()\\n"
+    with WorkerPool(0, Limits(call_wall_seconds=5), zygote=True) as pool:
+        with open_student(source, functions=("f",), pool=pool) as student:
+            out["forked"] = [student.isolation, student.f(), pool.forks]
     print(json.dumps(out))
     """
 )
@@ -314,6 +320,10 @@ def test_grader_works_as_an_unprivileged_user(kit, tmp_path, bwrap_level):
     assert bwrap[1:] == ["65534", "exited with status 0", None] and "judge's" in bwrap[0]
     assert unshare[0].startswith("unshare") and unshare[2] == "exited with status 0"
     assert rlimits[1:] == ["65534", "exited with status 0", None]
+    isolation_text, status, forks = out["forked"]  # a zygote works without root too
+    assert forks and isolation_text.startswith("bwrap (zygote fork)"), done.stderr[-2000:]
+    assert "judge's" in isolation_text and "\nCapEff:\t0000000000000000\n" in status
+    assert "\nNoNewPrivs:\t1\n" in status and "\nUid:\t65534\t" in status
 
 
 def test_a_venv_below_tmp_is_bound_after_the_private_tmp(monkeypatch):

@@ -8,7 +8,7 @@ It prints four figures and asserts nothing about time:
   2. warm: Submit of the reference over HTTP to a real server, sequentially: p50/p95, and how
      many times faster than (1) (target: p50 <= cold/10 and under 300 ms);
   3. load: N concurrent clients submitting for a while: all answered correctly?, p99,
-     gradings/s, peak RSS of the server's process tree;
+     gradings/s, peak memory (PSS and summed RSS) of the server's process tree;
   4. naive: a fresh `pytest tests/tiers --submission FILE` process per submission, and the
      ratio to (2).
 """
@@ -109,8 +109,12 @@ class Server:
             time.sleep(0.1)
         raise RuntimeError("the server did not become healthy in time")
 
-    def rss(self) -> int:
-        return sum(rss_bytes(pid) for pid in process_tree(self.process.pid))
+    def rss(self) -> tuple[int, int]:
+        """(RSS, PSS) summed over the server's process tree. Forked sandbox workers share
+        the zygote's pages, which RSS counts once per process; PSS splits each shared page
+        between its sharers, so its sum is the memory the tree really holds."""
+        tree = process_tree(self.process.pid)
+        return sum(rss_bytes(pid) for pid in tree), sum(pss_bytes(pid) for pid in tree)
 
     def stop(self) -> None:
         self.process.terminate()
@@ -141,6 +145,16 @@ def rss_bytes(pid: int) -> int:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def pss_bytes(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
                 return int(line.split()[1]) * 1024
     except OSError:
         pass
@@ -247,7 +261,7 @@ def bench_load(server: Server, clients: int, duration: float, code: str, expecte
     for thread in threads:
         thread.start()
     while any(t.is_alive() for t in threads):
-        peak[0] = max(peak[0], server.rss())
+        peak[0] = tuple(map(max, peak[0], server.rss()))
         time.sleep(0.5)
     elapsed = time.perf_counter() - start
     return times, outcomes, elapsed, peak[0]
@@ -343,7 +357,9 @@ def report_phase_3(server: Server, clients: int, duration: float, code: str, exp
             f"  p50={percentile(times, 50) * 1000:.0f} ms p99={percentile(times, 99) * 1000:.0f} ms"
         )
     print(f"  throughput: {graded / elapsed:.2f} gradings/s (aim 5/s)")
-    print(f"  peak RSS of the server process tree: {peak / 2**20:.0f} MiB")
+    rss, pss = peak
+    print(f"  peak memory of the server process tree: PSS {pss / 2**20:.0f} MiB (RSS summed")
+    print(f"  over its processes, counting shared pages once per process: {rss / 2**20:.0f} MiB)")
 
 
 if __name__ == "__main__":

@@ -225,6 +225,10 @@ def cmd_statement(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from grader.service import serve
+    from grader.service.settings import SettingsError
 
-    serve(host=args.host, port=args.port, data_dir=args.data_dir)
+    try:
+        serve(host=args.host, port=args.port, data_dir=args.data_dir)
+    except SettingsError as error:  # one line naming each bad variable, exit status 2
+        raise UsageProblem(str(error)) from None
     return 0

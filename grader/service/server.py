@@ -12,8 +12,16 @@ from pathlib import Path
 
 import uvicorn
 
+from grader.exercise import default_exercise
+from grader.judge.registry import load_tiers
 from grader.service.app import create_app
 from grader.service.settings import load_settings
+
+
+def check_exercise() -> None:
+    """Fail before listening when the tier registry is broken (TierRegistryError names the
+    problem): a service that answers with no tiers would look healthy and grade nothing."""
+    load_tiers(default_exercise().tiers_file)
 
 
 def serve(
@@ -28,6 +36,7 @@ def serve(
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s"
     )
+    check_exercise()
     app = create_app(settings, grader)
     config = uvicorn.Config(
         app,

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import logging
 from functools import cache
 
 from fastapi import APIRouter
 
 from grader.exercise import Exercise, default_exercise
+from grader.judge.registry import load_tiers
 from grader.service.schemas import ExerciseInfo, TierInfo
 
-log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api", tags=["exercise"])
 
 
@@ -32,16 +31,8 @@ def exercise_info(ex: Exercise) -> ExerciseInfo:
 
 
 def load_tier_infos(ex: Exercise) -> list[TierInfo]:
-    """The tiers as the judge's registry (tests/tiers/tiers.toml) declares them."""
-    try:
-        from grader.judge import load_tiers
-    except ImportError:  # the judge's package does not re-export it (yet)
-        from grader.judge.registry import load_tiers
-    try:
-        tiers = load_tiers(ex.tiers_file)
-    except Exception:
-        log.exception("the tier registry could not be read")
-        return []
+    """The tiers as the judge's registry (tests/tiers/tiers.toml) declares them. A broken
+    registry raises (the server checks it before it listens; see server.check_exercise)."""
     return [
         TierInfo(
             id=t.id,
@@ -50,7 +41,7 @@ def load_tier_infos(ex: Exercise) -> list[TierInfo]:
             points=t.points,
             visibility=t.visibility,
         )
-        for t in tiers
+        for t in load_tiers(ex.tiers_file)
     ]
 
 

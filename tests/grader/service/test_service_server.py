@@ -133,3 +133,27 @@ def test_submissions_survive_a_restart_and_a_kill_9(start_server):
     assert ids == [starter["submission_id"], ada["submission_id"]]
     again = third.http.get(f"/api/submissions/{starter['submission_id']}", headers=key)
     assert again.json()["report"] == starter["report"]
+
+
+@pytest.mark.parametrize(
+    ("env", "words"),
+    [
+        ({"GSPO_GRADER_MAX_CONCURRENT": "0"}, "GSPO_GRADER_MAX_CONCURRENT"),
+        ({"GSPO_GRADER_EXERCISE_DIR": "BROKEN"}, "tiers.toml: not valid TOML"),
+    ],
+)
+def test_serve_refuses_to_start_on_a_bad_setting_or_a_broken_tier_registry(tmp_path, env, words):
+    """Before it listens, with one line and exit status 2: a service that started with no
+    tiers would answer /api/exercise with nothing and grade nothing."""
+    exercise = tmp_path / "exercise"
+    (exercise / "tests" / "tiers").mkdir(parents=True)
+    (exercise / "tests" / "tiers" / "tiers.toml").write_text("[[tier]\nid = ")
+    env = {k: str(exercise) if v == "BROKEN" else v for k, v in env.items()}
+    argv = [sys.executable, "-m", "grader", "serve", "--port", str(free_port())]
+    argv += ["--data-dir", str(tmp_path / "data")]
+    done = subprocess.run(
+        argv, env={**os.environ, **env}, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("gspo-grader: error: ") and words in last, done.stderr[-2000:]

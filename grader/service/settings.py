@@ -35,6 +35,7 @@ class Settings(BaseSettings):
     pool_size: int = Field(2, ge=1, le=64)  # pre-started sandbox workers
     max_concurrent: int = Field(2, ge=1, le=64)  # gradings in flight
     max_queue: int = Field(16, ge=0, le=10_000)  # gradings waiting for a slot
+    max_per_student: int = Field(1, ge=1, le=64)  # a student's Submits admitted at once
     max_code_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)
     instructor_token: SecretStr | None = None  # None: instructor endpoints are disabled
     run_cache_size: int = Field(256, ge=1, le=100_000)  # Run reports kept for their plots

@@ -59,7 +59,9 @@ class ServiceState:
         self.metrics = Metrics()
         self.plots = PlotRenderer(settings.plots_dir, default_exercise().experiment)
         self.run_cache = RunCache(settings.run_cache_size)
-        self.queue = GradingQueue(self.grader, settings.max_concurrent, settings.max_queue)
+        self.queue = GradingQueue(
+            self.grader, settings.max_concurrent, settings.max_queue, settings.max_per_student
+        )
         self.start_error: str | None = None
         self._warmed = False
         self._warmup = threading.Thread(target=self._start_grader, name="grader-warmup")

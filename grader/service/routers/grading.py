@@ -22,7 +22,7 @@ from grader.service.deps import (
     new_id,
     new_student_key,
 )
-from grader.service.grading_queue import QueueFull
+from grader.service.grading_queue import OwnerBusy, QueueFull
 from grader.service.metrics import outcome_of
 from grader.service.plots import PLOT_NAMES, plot_url
 from grader.service.schemas import RunRequest, RunResponse, SubmitRequest, SubmitResponse
@@ -53,7 +53,7 @@ async def submit(
     known_hash = service.store.student_key_hash(body.student)
     if known_hash is not None and not key_matches(x_student_key, known_hash):
         raise HTTPException(403, forbidden_message(body.student))
-    report = await grade(service, body.code, "submit")
+    report = await grade(service, body.code, "submit", owner=body.student)
     if known_hash is None:
         x_student_key = claim_name(service, body.student, x_student_key)
     submission_id, report_id = new_id(), new_id()
@@ -89,17 +89,22 @@ def submission_record(
     )
 
 
-async def grade(service: ServiceState, code: str, mode: str) -> Report:
-    """Grade through the bounded queue; 503 when the grader is cold or the queue is full."""
+async def grade(service: ServiceState, code: str, mode: str, owner: str | None = None) -> Report:
+    """Grade through the bounded queue; 503 when the grader is cold or the queue is full,
+    429 when `owner` already has as many gradings waiting as one student may."""
     check_code_size(service, code)
     retry = {"Retry-After": str(service.settings.retry_after_seconds)}
     if not service.ready:
         raise HTTPException(503, "The grader is still starting; try again shortly.", retry)
     try:
-        report, seconds = await service.queue.grade(code, mode)
+        report, seconds = await service.queue.grade(code, mode, owner)
     except QueueFull:
         service.metrics.observe_rejected()
         raise HTTPException(503, "The grading queue is full; try again shortly.", retry) from None
+    except OwnerBusy:
+        service.metrics.observe_rejected()
+        detail = "Your previous submission is still being graded; wait for its verdict."
+        raise HTTPException(429, detail, retry) from None
     except Exception as exc:
         service.metrics.observe_grading(mode, "grader_error", 0.0)
         detail = f"The grader failed on our side, not because of your code: {exc}"

@@ -161,6 +161,29 @@ def test_a_full_queue_answers_503_at_once(make_client):
     assert "gspo_grader_rejected_total 1" in client.get("/metrics").text
 
 
+def test_a_second_submit_of_the_same_student_in_flight_is_429(make_client):
+    grader = FakeGrader()
+    client, _ = make_client(grader, max_concurrent=2, max_queue=8)
+    key = submit(client, student="ada").json()["student_key"]
+    grader.grade_gate = threading.Event()
+    results = []
+    waiting = threading.Thread(target=lambda: results.append(submit(client, key=key)))
+    waiting.start()
+    service = client.app.state.service
+    wait_until(lambda: service.queue.in_flight == 1)
+    again = submit(client, key=key)
+    assert again.status_code == 429 and int(again.headers["Retry-After"]) > 0
+    assert "still being graded" in again.json()["detail"]
+    other = threading.Thread(target=lambda: results.append(submit(client, student="bob")))
+    other.start()  # another student is not held back
+    wait_until(lambda: service.queue.in_flight == 2)
+    grader.grade_gate.set()
+    for thread in (waiting, other):
+        thread.join(10)
+    assert [r.status_code for r in results] == [200, 200]
+    assert submit(client, key=key).status_code == 200  # the place was given back
+
+
 def test_instructor_endpoints_do_not_exist_without_a_token(make_client):
     client, _ = make_client()
     assert client.get("/api/instructor/submissions").status_code == 404

@@ -10,6 +10,10 @@ Plots are cached by the content of the artifacts they show, so the many correct 
 of a class, whose toy results are identical, share one set of files. Eager drawing after a
 verdict is skipped while the renderer is busy (a burst of submissions); those plots are then
 drawn when first requested.
+
+The cache is bounded: past `max_sets` sets of files the oldest are deleted (a report keeps
+its artifacts, so a deleted set is drawn again if anyone asks for it), and scratch folders
+left by a crash are removed when the renderer starts.
 """
 
 from __future__ import annotations
@@ -58,13 +62,15 @@ def load_experiment(path: Path):
 class PlotRenderer:
     """Draws each distinct set of artifacts once, in the background."""
 
-    def __init__(self, plots_dir: Path, experiment_path: Path):
+    def __init__(self, plots_dir: Path, experiment_path: Path, max_sets: int = 1000):
         self.plots_dir = plots_dir
+        self.max_sets = max_sets
         self._experiment_path = experiment_path
         self._experiment = None
         self._lock = threading.Lock()
         self._pending: dict[str, Future] = {}
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="plots")
+        self._remove_scratch()
 
     @property
     def available(self) -> bool:
@@ -115,6 +121,7 @@ class PlotRenderer:
                 raise PlotError(f"render_plots did not write {', '.join(missing)}")
             shutil.rmtree(final, ignore_errors=True)
             scratch.rename(final)
+            self._prune(keep=key)
         except Exception as exc:
             log.exception("plots %s could not be drawn", key)
             raise PlotError(f"the plots could not be drawn: {exc}") from exc
@@ -122,7 +129,33 @@ class PlotRenderer:
             shutil.rmtree(scratch, ignore_errors=True)
         return final
 
+    def _prune(self, keep: str) -> None:
+        """Delete the oldest sets beyond `max_sets` (runs on the single render thread)."""
+        sets = [entry for entry in self.plots_dir.iterdir() if _is_plot_set(entry)]
+        if len(sets) <= self.max_sets:
+            return
+        sets.sort(key=_mtime)
+        for entry in sets[: len(sets) - self.max_sets]:
+            if entry.name != keep:
+                shutil.rmtree(entry, ignore_errors=True)
+
+    def _remove_scratch(self) -> None:
+        if self.plots_dir.is_dir():
+            for entry in self.plots_dir.glob(".*.tmp"):
+                shutil.rmtree(entry, ignore_errors=True)
+
     def _module(self):
         if self._experiment is None:
             self._experiment = load_experiment(self._experiment_path)
         return self._experiment
+
+
+def _is_plot_set(entry: Path) -> bool:
+    return entry.is_dir() and not entry.name.startswith(".")
+
+
+def _mtime(entry: Path) -> float:
+    try:
+        return entry.stat().st_mtime
+    except OSError:
+        return 0.0

@@ -40,6 +40,7 @@ class Settings(BaseSettings):
     instructor_token: SecretStr | None = None  # None: instructor endpoints are disabled
     run_cache_size: int = Field(256, ge=1, le=100_000)  # Run reports kept for their plots
     plot_wait_seconds: float = Field(20.0, ge=0, le=300)
+    plot_cache_sets: int = Field(1000, ge=1, le=1_000_000)  # sets of PNGs kept on disk
     retry_after_seconds: int = Field(5, ge=1, le=3600)
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 

@@ -53,7 +53,7 @@ def make_client(settings_for, fake_experiment):
         client.__enter__()
         opened.append(client)
         service = client.app.state.service
-        service.plots = PlotRenderer(settings.plots_dir, fake_experiment)
+        service.plots = PlotRenderer(settings.plots_dir, fake_experiment, settings.plot_cache_sets)
         if wait_ready:
             wait_until(lambda: service.ready)
         return client, grader

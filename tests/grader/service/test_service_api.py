@@ -314,3 +314,16 @@ def test_identical_toy_results_are_drawn_once(make_client):
         assert client.get(body["report"]["artifacts"]["plots"]["curves"]).status_code == 200
     renders = client.app.state.service.plots._module().RENDERS
     assert len(renders) == 1 and renders[0]["ratios"] == [1.0, 1.5, 0.5]
+
+
+def test_the_plot_cache_keeps_a_bounded_number_of_sets_and_redraws_on_request(make_client):
+    client, _ = make_client(plot_cache_sets=2)
+    plots_dir = client.app.state.service.plots.plots_dir
+    reports = [client.post("/api/run", json={"code": REFERENCE}).json()]
+    for variant in ("\n# !", "\n# !!"):  # the fake's toy result counts the "!"
+        reports.append(client.post("/api/run", json={"code": REFERENCE + variant}).json())
+    urls = [body["report"]["artifacts"]["plots"]["curves"] for body in reports]
+    for url in urls:
+        assert client.get(url).status_code == 200
+    wait_until(lambda: len([p for p in plots_dir.iterdir() if not p.name.startswith(".")]) <= 2)
+    assert client.get(urls[0]).status_code == 200  # evicted, then drawn again on request

@@ -81,6 +81,15 @@ def _quiet_stdout() -> None:
     os.close(devnull)
 
 
+def _single_threaded_torch() -> None:
+    """The judge's tensors are tiny ([B, L] up to 3 x 4096), so a second intra-op thread only
+    burns CPU: its spin-waits cost ~0.1 s of CPU a grading, on cores the sandboxed workers
+    and the other judges need."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # before pytest is imported; see inline
@@ -90,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     pool = PrestartedWorker(limits) if args.one_shot else WorkerPool(args.spare_workers, limits)
     from grader.judge.inline import run_grading  # imports torch and pytest
     from grader.judge.session import Submission
+
+    _single_threaded_torch()
 
     exercise = default_exercise()
     if args.warm:
@@ -108,16 +119,35 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+class NextRequest:
+    """The next grading request, received when a pytest run asks for its submission.
+
+    Each run starts before its request arrives (see plugin.GradingRequest), so pytest's
+    configuration and collection (~60 ms) happen while the judge would be idle anyway.
+    Calling this blocks for the request; None means stop (exit, or the Grader went away).
+    """
+
+    def __init__(self, channel: Channel, submission) -> None:
+        self.channel, self.submission = channel, submission
+        self.asked = self.stopped = False
+
+    def __call__(self):
+        self.asked = True
+        try:
+            message = self.channel.receive()
+        except ChannelClosed:
+            message = None
+        if message is None or message.get("op") != "grade":
+            self.stopped = True
+            return None
+        return self.submission(message)
+
+
 def _serve(channel, limits, pool, exercise, submission_type, run_grading) -> None:
     """Answer grading requests until told to stop or the Grader goes away."""
-    while True:
-        try:
-            message = channel.receive()
-        except ChannelClosed:
-            return
-        if message.get("op") != "grade":
-            return
-        submission = submission_type(
+
+    def submission(message: dict):
+        return submission_type(
             source=message["source"],
             filename=message.get("filename") or "submission.py",
             mode=message.get("mode") or "submit",
@@ -126,13 +156,23 @@ def _serve(channel, limits, pool, exercise, submission_type, run_grading) -> Non
             pool=pool,
             name=message.get("name"),
         )
+
+    while True:
+        incoming = NextRequest(channel, submission)
         try:
-            report = run_grading(submission, exercise).model_dump(mode="json")
-            channel.send({"report": report})
+            answer = {"report": run_grading(incoming, exercise)}
+        except Exception:  # a bug of ours: say so, keep serving
+            answer = {"error": traceback.format_exc(limit=8)}
+        if not incoming.asked:  # the run ended before it asked: it answers the next request
+            incoming()
+        if incoming.stopped:
+            return
+        if answer.get("report") is not None:
+            answer["report"] = answer["report"].model_dump(mode="json")
+        try:
+            channel.send(answer)
         except ChannelClosed:
             return
-        except Exception:  # a bug of ours: say so, keep serving
-            channel.send({"error": traceback.format_exc(limit=8)})
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ the session collects tier tests (tests under tests/tiers, or tests with a tier m
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -35,11 +36,26 @@ _TRUSTED_MODULES: dict[Path, ModuleType] = {}
 
 
 class GradingRequest:
-    """Handed to pytest.main(plugins=[...]) by the runner: what to grade; gets the Report."""
+    """Handed to pytest.main(plugins=[...]) by the runner: what to grade; gets the Report.
 
-    def __init__(self, submission: Submission):
-        self.submission = submission
+    `submission` may also be a function that waits for it and returns None to stop: a warm
+    judge starts each pytest run before its request arrives, and the run asks for the
+    submission only once its tests are collected, when it needs the mode and the tiers.
+    """
+
+    def __init__(self, submission: Submission | Callable[[], Submission | None]):
+        self._submission = submission
         self.report: Report | None = None
+        self.stopped = False  # the waiting function said stop: no grading, no report
+
+    @property
+    def submission(self) -> Submission:
+        if callable(self._submission):
+            self._submission = self._submission()
+            if self._submission is None:
+                self.stopped = True
+                pytest.exit("the judge is stopping", returncode=0)
+        return self._submission
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -206,9 +222,46 @@ def load_trusted(name: str, path: Path) -> ModuleType:
     return _TRUSTED_MODULES[path]
 
 
+class TrustedReference:
+    """The reference module as the tier tests see it: its attributes, plus `remember`.
+
+    The reference and the seeded tier inputs never change while a judge process lives, so
+    what a test derives from them alone (the reference's value and gradient on a batch) can
+    be computed once per process instead of once per grading (~20 ms a grading). Only such
+    trusted results are kept: nothing a student's code returned is ever stored.
+    """
+
+    MAX_RESULTS = 256  # a tier that draws fresh inputs every grading cannot grow it forever
+
+    def __init__(self, module: ModuleType):
+        self.module = module
+        self._results: dict[tuple, object] = {}
+
+    def __getattr__(self, name: str):
+        module = self.__dict__.get("module")  # absent while copy or pickle builds an instance
+        if module is None:
+            raise AttributeError(name)
+        return getattr(module, name)
+
+    def remember(self, key: tuple, compute):
+        """`compute()` the first time `key` (plain values, digests of the inputs) is asked
+        for, after that the same result: the caller must not change it in place."""
+        if key not in self._results:
+            if len(self._results) >= self.MAX_RESULTS:
+                self._results.clear()
+            self._results[key] = compute()
+        return self._results[key]
+
+
+_REFERENCES: dict[Path, TrustedReference] = {}
+
+
 @pytest.fixture(scope="session")
-def reference() -> ModuleType:
-    return load_trusted("gspo_reference", default_exercise().reference)
+def reference() -> TrustedReference:
+    path = default_exercise().reference.resolve()
+    if path not in _REFERENCES:
+        _REFERENCES[path] = TrustedReference(load_trusted("gspo_reference", path))
+    return _REFERENCES[path]
 
 
 @pytest.fixture(scope="session")

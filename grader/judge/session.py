@@ -14,7 +14,7 @@ from typing import Any
 
 from grader.exercise import Exercise, default_exercise
 from grader.judge.binding import Binding
-from grader.judge.recording import RecordingStudent
+from grader.judge.recording import RecordedCall, RecordingStudent
 from grader.judge.registry import Tier, load_tiers
 from grader.judge.summary import TestRecord, tier_results
 from grader.judge.verdicts import (
@@ -65,7 +65,7 @@ class JudgeSession:
         self._sandbox_start_s = 0.0
         self._student_event: BaseException | None = None
         self._timed_out = False
-        self._last_call: dict[str, str] = {}  # node id -> the test's last student call
+        self._last_call: dict[str, RecordedCall] = {}  # node id -> its last student call
 
     # ---- tests -------------------------------------------------------------------------
     def add(self, nodeid: str, binding: Binding) -> None:
@@ -98,8 +98,9 @@ class JudgeSession:
             self.grader_problems.append(f"{record.id}: {verdict.message}")
         if is_time_or_crash(verdict.student_error) and self._student_event is None:
             self._student_event = verdict.student_error
-        if verdict.outcome in ("failed", "error") and not record.hidden:
-            record.inputs = self._last_call.get(nodeid)
+        call = self._last_call.get(nodeid)
+        if verdict.outcome in ("failed", "error") and not record.hidden and call is not None:
+            record.inputs = call.describe()
 
     # ---- the student -------------------------------------------------------------------
     def student(self) -> RecordingStudent:
@@ -133,10 +134,12 @@ class JudgeSession:
             self._proxy, self.exercise.functions, self._on_call, self.submission.source
         )
 
-    def _on_call(self, description: str) -> None:
+    def _on_call(self, name: str, args: tuple, kwargs: dict) -> None:
+        """Count the call; keep its inputs for a visible test (a hidden one never shows them)."""
         self.calls += 1
-        if self._current is not None:
-            self._last_call[self._current] = description
+        record = self.records.get(self._current) if self._current is not None else None
+        if record is not None and not record.hidden:
+            self._last_call[self._current] = RecordedCall(name, args, kwargs)
 
     # ---- the report --------------------------------------------------------------------
     def finish(self) -> Report:

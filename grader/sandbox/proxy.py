@@ -8,6 +8,12 @@ Each call sends its arguments over the data-only wire, waits at most
 Limits.call_wall_seconds, and rebuilds the result here (see remote_autograd.py). A call that
 times out or finds the worker dead raises StudentTimeout / StudentCrash, and the next call
 starts a fresh worker and loads the source again: one crash fails one test, not the report.
+
+Each round trip wakes both processes (~1 ms a call on a busy 2-core machine), so two ways
+to send several requests at once exist: `backward_ahead` lets a call take its backward
+along when the test knows the output gradient in advance, and `call_many` sends calls that
+do not need each other's results back to back. Both send exactly the requests the plain
+calls would send, in the same order.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from grader.sandbox.errors import (
     StudentTimeout,
 )
 from grader.sandbox.limits import Limits
+from grader.sandbox.worker.codec import tensors_in
 from grader.sandbox.worker.wire import (
     Channel,
     Encoded,
@@ -40,6 +47,7 @@ from grader.sandbox.worker.wire import (
     encode,
 )
 
+_WINDOW_BYTES = 64 << 10  # call_many: requests sent before the first reply is read
 READY_TIMEOUT_S = 120.0  # importing torch on a loaded machine; beyond this, a grader error
 MAX_RESTARTS = 20  # a submission that crashes on every call stops being restarted
 _EXIT_WAIT_S = 2.0  # after EOF, how long the worker gets to finish exiting on its own
@@ -71,6 +79,7 @@ class StudentProxy:
         self._pool, self._worker, self._channel = pool, None, None
         self._generation, self._next_id, self._seq = 0, 0, 0
         self._released: list[int] = []
+        self._ahead: list | None = None  # output gradients of the next call's early backward
         self._output: list[str] = []
         self._output_chars, self._truncated = 0, False
         for name in self.functions:
@@ -158,43 +167,58 @@ class StudentProxy:
 
     def _request(self, msg: dict, what: str) -> tuple[dict, Frame, list[torch.Tensor]]:
         """One request and its reply; student failures become StudentError subclasses."""
+        frame_out = self._encode(msg)
+        deadline = time.monotonic() + self.limits.call_wall_seconds
+        self._send(frame_out, what, deadline)
+        reply, frame = self._receive(msg["seq"], what, deadline)
+        return reply, frame, frame_out.originals
+
+    def _encode(self, msg: dict) -> Encoded:
+        """Number the request and let it carry the graphs to release."""
         msg["release"], self._released = self._released, []
         self._seq += 1
         msg["seq"] = self._seq
         try:
-            frame_out = encode(msg, self._channel.limits)
+            return encode(msg, self._channel.limits)
         except WireError:  # a value the wire refuses: the calling test's bug, not the student's
             self._released.extend(msg["release"])
             raise
-        frame = self._exchange(frame_out, what)
+
+    def _send(self, frame_out: Encoded, what: str, deadline: float) -> None:
+        try:
+            self._channel.send_frame(frame_out, deadline)
+        except WireError as exc:
+            raise self._wire_failure(exc, what) from None
+
+    def _receive(self, seq: int, what: str, deadline: float) -> tuple[dict, Frame]:
+        """The reply to request `seq`; a dead or slow worker is stopped."""
+        try:
+            frame = self._channel.recv(deadline)
+        except WireError as exc:
+            raise self._wire_failure(exc, what) from None
         reply = frame.value
         if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
             raise self._protocol_error("the worker sent a malformed reply")
-        if reply.get("seq") != self._seq:
+        if reply.get("seq") != seq:
             raise self._protocol_error("the worker's reply answers another request")
         if not reply["ok"]:
             raise self._student_error(reply.get("error"))
-        return reply, frame, frame_out.originals
+        return reply, frame
 
-    def _exchange(self, frame_out: Encoded, what: str) -> Frame:
-        """Send a frame and wait for the reply frame; a dead or slow worker is stopped."""
+    def _wire_failure(self, exc: WireError, what: str) -> StudentError:
+        """What a failed send or receive means for the student; the worker is stopped."""
         seconds = self.limits.call_wall_seconds
-        deadline = time.monotonic() + seconds
-        try:
-            self._channel.send_frame(frame_out, deadline)
-            return self._channel.recv(deadline)
-        except WireTimeout:
+        if isinstance(exc, WireTimeout):
             self._lose_worker(f"wall-clock limit of {seconds:g} s per call")
-            raise StudentTimeout(f"{what} did not finish within {seconds:g} s") from None
-        except WireClosed:
+            return StudentTimeout(f"{what} did not finish within {seconds:g} s")
+        if isinstance(exc, WireClosed):
             description = self._lose_worker(None)
-            raise StudentCrash(
+            return StudentCrash(
                 f"the worker died during {what}: {description}",
                 description=description,
                 filename=self.filename,
-            ) from None
-        except WireError as exc:
-            raise self._protocol_error(f"the worker sent a malformed message: {exc}") from None
+            )
+        return self._protocol_error(f"the worker sent a malformed message: {exc}")
 
     def _protocol_error(self, message: str) -> StudentCrash:
         """The worker broke the protocol (student code wrote to its channel?): stop it."""
@@ -213,17 +237,49 @@ class StudentProxy:
             filename=self.filename,
         )
 
+    @contextlib.contextmanager
+    def backward_ahead(self, grad_outputs: list[torch.Tensor | None]) -> Iterator[None]:
+        """Send the next call's backward for `grad_outputs` right behind the call.
+
+        A test that will backpropagate a result with gradients it knows beforehand (a
+        loss: ones; sum(w * ratio): w) saves a round trip: both requests go out together,
+        and when backward then asks for exactly these output gradients, the worker's
+        answer is already here. For any other gradients it is dropped and backward asks
+        the worker as usual. The same request gets the same answer (or error) either way.
+        """
+        self._ahead = grad_outputs
+        try:
+            yield
+        finally:
+            self._ahead = None
+
     def _call(self, name: str, args: tuple, kwargs: dict) -> object:
+        self._ready_to_call()
+        ahead, self._ahead = self._ahead, None
+        msg = self._call_message(name, args, kwargs)
+        if ahead is None:
+            reply, _, originals = self._request(msg, name)
+            early = None
+        else:
+            reply, originals, early = self._request_with_backward(msg, name, ahead)
+        return self._finish_call(name, msg["id"], reply, originals, early)
+
+    def _ready_to_call(self) -> None:
         if self.load_error is not None:
             raise StudentLoadError(self.load_error, filename=self.filename)
         self._ensure_worker()
+
+    def _call_message(self, name: str, args: tuple, kwargs: dict) -> dict:
         self._next_id += 1
-        call_id, generation = self._next_id, self._generation
-        msg = {"op": "call", "id": call_id, "name": name, "args": list(args), "kwargs": kwargs}
-        msg["grad"] = torch.is_grad_enabled()
-        reply, _, originals = self._request(msg, name)
+        msg = {"op": "call", "id": self._next_id, "name": name, "args": list(args)}
+        msg["kwargs"], msg["grad"] = kwargs, torch.is_grad_enabled()
+        return msg
+
+    def _finish_call(self, name, call_id, reply, originals, early) -> object:
+        """The call's result for the judge: mutations mirrored, gradients wired."""
+        generation = self._generation
         grad_inputs = [t for t in originals if t.requires_grad]
-        vjp = functools.partial(self._backward, call_id, generation, grad_inputs, name)
+        vjp = functools.partial(self._backward, call_id, generation, grad_inputs, name, early)
         release = functools.partial(self._release, call_id, generation)
         try:
             remote_autograd.mirror_mutations(reply.get("mutated"), originals)
@@ -233,15 +289,109 @@ class StudentProxy:
         except remote_autograd.ProtocolError as exc:
             raise self._protocol_error(str(exc)) from None
 
-    def _backward(self, call_id, generation, inputs, name, grad_outputs) -> list:
-        if generation != self._generation or self._worker is None:
-            raise StudentCrash(
-                f"the worker that ran {name} has stopped since, so its graph is gone"
-            )
-        msg = {"op": "backward", "id": call_id, "grad_outputs": grad_outputs}
-        reply, _, _ = self._request(msg, f"the backward of {name}")
+    def call_many(self, name: str, arguments: Sequence[tuple[tuple, dict]]) -> list[object]:
+        """`[f(*args, **kwargs) for args, kwargs in arguments]` for the function `name`, with
+        the requests sent back to back.
+
+        For calls that do not need each other's results (the toy's sweeps make 63): the
+        worker serves them one after the other as always, but the requests of a window go out
+        together, which saves both processes a wake-up per call. A window holds at most
+        _WINDOW_BYTES of requests (or one larger request alone), well within a socket's
+        buffer, so sending it never waits for a worker that is busy answering. Results and
+        errors are the calls' own; only the calls after a failing one in its window have run
+        too (their results are dropped). Calls that share a tensor go one by one: an in-place
+        change must be mirrored before the next call is sent.
+        """
+        if name not in self.functions:
+            raise ValueError(f"{name!r} is not one of the submission's functions")
+        if _share_tensors(arguments):
+            return [self._call(name, args, kwargs) for args, kwargs in arguments]
+        self._ready_to_call()  # a failing window raises, so later ones find the worker alive
+        results: list[object] = []
+        window: list[tuple[dict, Encoded]] = []
+        size = 0
+        for args, kwargs in arguments:
+            msg = self._call_message(name, args, kwargs)
+            frame = self._encode(msg)
+            if window and size + frame.nbytes > _WINDOW_BYTES:
+                results += self._call_window(name, window)
+                window, size = [], 0
+            window.append((msg, frame))
+            size += frame.nbytes
+        return results + (self._call_window(name, window) if window else [])
+
+    def _call_window(self, name: str, window: list[tuple[dict, Encoded]]) -> list[object]:
+        """Send a window's requests, then read every reply (each within its call's limit),
+        so the channel stays in step even when one of the calls fails."""
+        deadline = self._call_deadline()
+        for _, frame in window:
+            self._send(frame, name, deadline)
+        results, failure = [], None
+        for msg, frame in window:
+            try:
+                reply, _ = self._receive(msg["seq"], name, self._call_deadline())
+            except StudentError as error:
+                if self._channel is None:  # timed out or crashed: the rest is lost
+                    raise (failure or error) from None
+                failure = failure or error
+                continue
+            if failure is None:
+                results.append(self._finish_call(name, msg["id"], reply, frame.originals, None))
+            else:  # not wanted any more: let the worker drop its graph
+                self._released.append(msg["id"])
+        if failure is not None:
+            raise failure
+        return results
+
+    def _request_with_backward(self, msg: dict, name: str, grad_outputs: list) -> tuple:
+        """The call, and its backward sent right behind it: (reply, inputs, EarlyVjp | None)."""
+        call_out = self._encode(msg)
+        back = {"op": "backward", "id": msg["id"], "grad_outputs": grad_outputs}
         try:
-            return remote_autograd.check_grads(reply.get("grads"), inputs)
+            back_out = self._encode(back)
+        except WireError:  # gradients the wire refuses: no early backward, the call goes alone
+            back_out = None
+        deadline = time.monotonic() + self.limits.call_wall_seconds
+        self._send(call_out, name, deadline)
+        if back_out is not None:
+            self._send(back_out, name, deadline)
+        try:
+            reply, _ = self._receive(msg["seq"], name, deadline)
+        except StudentError:
+            if back_out is not None and self._channel is not None:  # keep the channel in step
+                with contextlib.suppress(StudentError):
+                    self._receive(back["seq"], name, self._call_deadline())
+            raise
+        early = None if back_out is None else self._early_vjp(back["seq"], name, grad_outputs)
+        return reply, call_out.originals, early
+
+    def _early_vjp(self, seq: int, name: str, grad_outputs: list) -> remote_autograd.EarlyVjp:
+        """The answer to a backward sent ahead; a failure is kept to be raised by backward,
+        where the test would have met it."""
+        try:
+            reply, _ = self._receive(seq, f"the backward of {name}", self._call_deadline())
+        except StudentError as error:
+            return remote_autograd.EarlyVjp(grad_outputs, None, error)
+        return remote_autograd.EarlyVjp(grad_outputs, reply.get("grads"), None)
+
+    def _call_deadline(self) -> float:
+        return time.monotonic() + self.limits.call_wall_seconds
+
+    def _backward(self, call_id, generation, inputs, name, early, grad_outputs) -> list:
+        if early is not None and early.answers(grad_outputs):
+            if early.error is not None:
+                raise early.error
+            grads = early.grads
+        else:
+            if generation != self._generation or self._worker is None:
+                raise StudentCrash(
+                    f"the worker that ran {name} has stopped since, so its graph is gone"
+                )
+            msg = {"op": "backward", "id": call_id, "grad_outputs": grad_outputs}
+            reply, _, _ = self._request(msg, f"the backward of {name}")
+            grads = reply.get("grads")
+        try:
+            return remote_autograd.check_grads(grads, inputs)
         except remote_autograd.ProtocolError as exc:
             raise self._protocol_error(str(exc)) from None
 
@@ -269,6 +419,17 @@ class StudentProxy:
         if self._worker is not None:
             self._collect_output(self._worker)
         return "".join(self._output), self._truncated
+
+
+def _share_tensors(arguments: Sequence[tuple[tuple, dict]]) -> bool:
+    """Whether two calls get the same tensor object (an in-place change would cross over)."""
+    seen: set[int] = set()
+    for args, kwargs in arguments:
+        mine = {id(t) for t in tensors_in([list(args), kwargs])}
+        if mine & seen:
+            return True
+        seen |= mine
+    return False
 
 
 class _RemoteFunction:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch.autograd.function import once_differentiable
@@ -73,6 +74,31 @@ class _NoDoubleBackward(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, *grad_outputs: torch.Tensor) -> tuple:
         raise RuntimeError(DOUBLE_BACKWARD)
+
+
+@dataclass
+class EarlyVjp:
+    """A worker's answer to a backward sent along with its call (proxy.backward_ahead):
+    the gradients, or the StudentError that request met, for these output gradients."""
+
+    grad_outputs: list  # Tensor | None, what was sent
+    grads: object  # the reply's "grads", checked by check_grads when used
+    error: BaseException | None
+
+    def answers(self, grad_outputs: list) -> bool:
+        """Whether backward asks for exactly what was sent (dtype, shape and bits)."""
+        if len(grad_outputs) != len(self.grad_outputs):
+            return False
+        return all(map(_same_tensor, grad_outputs, self.grad_outputs))
+
+
+def _same_tensor(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    if (a.dtype, a.shape, a.device) != (b.dtype, b.shape, b.device) or a.device.type == "meta":
+        return False
+    bits_a = a.detach().contiguous().reshape(-1).view(torch.uint8)
+    return torch.equal(bits_a, b.detach().contiguous().reshape(-1).view(torch.uint8))
 
 
 def caller_device(tensors: list[torch.Tensor]) -> torch.device | None:

@@ -13,11 +13,18 @@ TypeError inside the test code.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import pytest
 import torch
 from torch import Tensor
+
+# A message part: a string, or a function that writes it. Hints and input listings cost real
+# work (a hint recomputes every known mistake), so checks call the function only on failure.
+Text = str | Callable[[], str]
 
 # (rtol, atol) for comparing a student's result with the float64 reference, by input dtype.
 # Half types carry ~3 (bfloat16) or ~4 (float16) significant digits, so the final rounding
@@ -30,14 +37,19 @@ TOLERANCE = {
 }
 
 
+def text(part: Text) -> str:
+    """A message part as a string (a function is called now, on failure)."""
+    return part() if callable(part) else part
+
+
 def fail(message: str) -> None:
     """Fail the test with exactly this message (no traceback, no tensor introspection)."""
     pytest.fail(message, pytrace=False)
 
 
-def expect(condition: bool, message: str) -> None:
+def expect(condition: bool, message: Text) -> None:
     if not condition:
-        fail(message)
+        fail(text(message))
 
 
 def shape_text(shape) -> str:
@@ -102,12 +114,13 @@ def expect_close(
     what: str,
     rtol: float,
     atol: float,
-    context: str = "",
-    hint: str = "",
+    context: Text = "",
+    hint: Text = "",
     hidden: bool = False,
 ) -> None:
     """Fail when `actual` is not close: the worst entry (index, got, expected) for a visible
-    case; for a hidden one only how many entries are off, never the values."""
+    case; for a hidden one only how many entries are off, never the values. `context` and
+    `hint` may be functions: they are called only when the check fails."""
     if tuple(actual.shape) != tuple(expected.shape):
         fail(f"{what} has shape {shape_text(actual.shape)}; expected {shape_text(expected.shape)}")
     if is_close(actual, expected, rtol, atol):
@@ -121,6 +134,7 @@ def expect_close(
         index, got, want = worst_entry(actual, expected)
         where = f" at index {list(index)}" if index else ""
         message = f"{what}{where} came out {got:.6g}; expected {want:.6g}"
+    hint, context = text(hint), text(context)
     message += f" (rtol {rtol:g}, atol {atol:g})" + (f". {hint}" if hint else "")
     fail(message + (f"; {context}" if context else ""))
 
@@ -213,7 +227,9 @@ def leaf(t: Tensor) -> Tensor:
 def call_ratio(student, batch: Batch, weights: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Student's ratio [B] and d(sum(weights * ratio))/d logp [B, L] on fresh leaves."""
     logp = leaf(batch.logp)
-    ratio = student.sequence_ratio(logp, batch.old_logp.clone(), batch.mask.clone())
+    seed = torch.ones(batch.B, dtype=logp.dtype) if weights is None else weights.to(logp.dtype)
+    with backward_ahead(student, seed):  # d sum(w * ratio) / d ratio = w
+        ratio = student.sequence_ratio(logp, batch.old_logp.clone(), batch.mask.clone())
     expect_tensor(ratio, "sequence_ratio", (batch.B,), why=RATIO_WHY)
     grad = backward(ratio, logp, "sequence_ratio", weights)
     return ratio.detach(), grad
@@ -222,15 +238,23 @@ def call_ratio(student, batch: Batch, weights: Tensor | None = None) -> tuple[Te
 def call_loss(student, batch: Batch) -> tuple[Tensor, Tensor]:
     """Student's loss () and d loss / d logp [B, L] on fresh leaves."""
     logp = leaf(batch.logp)
-    loss = student.gspo_loss(
-        logp,
-        batch.old_logp.clone(),
-        batch.advantages.clone(),
-        batch.mask.clone(),
-        clip_eps=batch.clip_eps,
-    )
+    with backward_ahead(student, torch.ones((), dtype=logp.dtype)):  # loss.backward()
+        loss = student.gspo_loss(
+            logp,
+            batch.old_logp.clone(),
+            batch.advantages.clone(),
+            batch.mask.clone(),
+            clip_eps=batch.clip_eps,
+        )
     expect_tensor(loss, "gspo_loss", (), why=LOSS_WHY)
     return loss.detach(), backward(loss, logp, "gspo_loss")
+
+
+def backward_ahead(student, seed: Tensor):
+    """Through the sandbox, send the backward we are about to run (output gradient `seed`)
+    along with the call: one round trip instead of two. Anything else just runs the call."""
+    ahead = getattr(student, "backward_ahead", None)
+    return ahead([seed]) if callable(ahead) else contextlib.nullcontext()
 
 
 def backward(result: Tensor, logp: Tensor, name: str, weights: Tensor | None = None) -> Tensor:
@@ -250,11 +274,37 @@ def backward(result: Tensor, logp: Tensor, name: str, weights: Tensor | None = N
 
 def reference_ratio(reference, batch: Batch, weights: Tensor | None = None):
     """The reference's ratio and gradient computed in float64 from the same inputs."""
-    return call_ratio(reference, batch.to(torch.float64), weights)
+    batch = batch.to(torch.float64)
+    key = ("sequence_ratio", *input_key(batch), input_key_part(weights))
+    return remembered(reference, key, lambda: call_ratio(reference, batch, weights))
 
 
 def reference_loss(reference, batch: Batch):
-    return call_loss(reference, batch.to(torch.float64))
+    batch = batch.to(torch.float64)
+    key = ("gspo_loss", *input_key(batch))
+    return remembered(reference, key, lambda: call_loss(reference, batch))
+
+
+def remembered(reference, key: tuple, compute) -> tuple[Tensor, Tensor]:
+    """compute() -> (value, gradient), once per judge process for each input when the
+    `reference` fixture can remember (the reference never changes); copies come back."""
+    remember = getattr(reference, "remember", None)
+    value, grad = remember(key, compute) if callable(remember) else compute()
+    return value.clone(), grad.clone()
+
+
+def input_key(batch: Batch) -> tuple:
+    """Everything a reference result depends on, as plain values and bytes."""
+    tensors = (batch.logp, batch.old_logp, batch.mask, batch.advantages)
+    return (*(input_key_part(t) for t in tensors), batch.clip_eps)
+
+
+def input_key_part(t: Tensor | None) -> tuple | None:
+    """dtype, shape and a digest of the bytes (a long batch holds ~100 KB)."""
+    if t is None:
+        return None
+    data = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
+    return (str(t.dtype), tuple(t.shape), hashlib.sha256(data).digest())
 
 
 def tolerance(dtype: torch.dtype) -> tuple[float, float]:

@@ -82,7 +82,7 @@ def compare_ratio(student, reference, batch: Batch, with_grad: bool = True) -> N
     weights = weights_for(batch)
     ratio, grad = call_ratio(student, batch, weights)
     want, want_grad = reference_ratio(reference, batch, weights)
-    context = batch.describe()
+    context = batch.describe
     expect_close(
         ratio,
         want,
@@ -90,7 +90,7 @@ def compare_ratio(student, reference, batch: Batch, with_grad: bool = True) -> N
         rtol,
         atol,
         context,
-        ratio_hint(ratio, want, batch),
+        lambda: ratio_hint(ratio, want, batch),
         hidden=batch.hidden,
     )
     if with_grad:
@@ -103,7 +103,7 @@ def compare_loss(student, reference, batch: Batch, with_grad: bool = True) -> No
     rtol, atol = tolerance(batch.logp.dtype)
     loss, grad = call_loss(student, batch)
     want, want_grad = reference_loss(reference, batch)
-    context = batch.describe()
+    context = batch.describe
     expect_close(
         loss,
         want,
@@ -111,7 +111,7 @@ def compare_loss(student, reference, batch: Batch, with_grad: bool = True) -> No
         rtol,
         atol,
         context,
-        loss_hint(loss, want, batch),
+        lambda: loss_hint(loss, want, batch),
         hidden=batch.hidden,
     )
     if with_grad:

@@ -130,7 +130,7 @@ def test_duplicating_tokens_leaves_loss_unchanged(student):
         "sequence_ratio after duplicating every token",
         1e-9,
         1e-12,
-        batch.describe(),
+        batch.describe,
         "the geometric mean of [a, a, b, b] is that of [a, b]: divide "
         "by the number of valid tokens",
     )
@@ -142,7 +142,7 @@ def test_duplicating_tokens_leaves_loss_unchanged(student):
         "gspo_loss after duplicating every token",
         1e-9,
         1e-12,
-        batch.describe(),
+        batch.describe,
         "the loss depends on each response's ratio only, never on its length",
     )
 
@@ -167,13 +167,13 @@ def test_permuting_responses_permutes_ratios(student):
         "sequence_ratio of the reordered batch",
         1e-9,
         1e-12,
-        batch.describe(),
+        batch.describe,
         "each ratio must depend on its own response only",
     )
     loss, _ = call_loss(student, batch)
     loss_shuffled, _ = call_loss(student, shuffled)
     expect_close(
-        loss_shuffled, loss, "gspo_loss of the reordered batch", 1e-9, 1e-12, batch.describe()
+        loss_shuffled, loss, "gspo_loss of the reordered batch", 1e-9, 1e-12, batch.describe
     )
 
 
@@ -195,28 +195,34 @@ def long_batch(dtype: torch.dtype) -> Batch:
     )
 
 
+LOG_SPACE_ADVICE = (
+    "work in log space: average the log-ratios and exponentiate once; a product "
+    "of thousands of ratios or probabilities under- or overflows"
+)
+
+
 def test_long_sequences_stay_finite(student, reference):
     """4096 tokens of log-probabilities near -40 give the float64 reference's ratio and loss."""
     for dtype, (rtol, atol) in ((torch.float64, (1e-7, 1e-9)), (torch.float32, (1e-4, 1e-6))):
-        batch = long_batch(dtype)
-        ratio, _ = call_ratio(student, batch)
-        want, _ = reference_ratio(reference, batch)
-        advice = (
-            "work in log space: average the log-ratios and exponentiate once; a product "
-            "of thousands of ratios or probabilities under- or overflows"
-        )
-        expect(
-            bool(torch.isfinite(ratio).all()),
-            f"sequence_ratio came out {show(ratio)} on {batch.name}; {advice}",
-        )
-        expect_close(ratio, want, f"sequence_ratio on {batch.name}", rtol, atol, hint=advice)
-        loss, _ = call_loss(student, batch)
-        want, _ = reference_loss(reference, batch)
-        expect_close(
-            loss,
-            want,
-            f"gspo_loss on {batch.name}",
-            rtol,
-            atol,
-            hint=loss_hint(loss, want, batch) or advice,
-        )
+        check_long_batch(student, reference, long_batch(dtype), rtol, atol)
+
+
+def check_long_batch(student, reference, batch: Batch, rtol: float, atol: float) -> None:
+    """Ratio finite and equal to the reference's, then the loss (with the mistake it matches)."""
+    ratio, _ = call_ratio(student, batch)
+    want, _ = reference_ratio(reference, batch)
+    expect(
+        bool(torch.isfinite(ratio).all()),
+        f"sequence_ratio came out {show(ratio)} on {batch.name}; {LOG_SPACE_ADVICE}",
+    )
+    expect_close(ratio, want, f"sequence_ratio on {batch.name}", rtol, atol, hint=LOG_SPACE_ADVICE)
+    loss, _ = call_loss(student, batch)
+    want, _ = reference_loss(reference, batch)
+    expect_close(
+        loss,
+        want,
+        f"gspo_loss on {batch.name}",
+        rtol,
+        atol,
+        hint=lambda: loss_hint(loss, want, batch) or LOG_SPACE_ADVICE,
+    )

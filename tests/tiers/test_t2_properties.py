@@ -56,7 +56,7 @@ def test_geometric_mean_identity(student):
         1e-9,
         1e-12,
         f"on token ratios {token_ratios}",
-        ratio_hint(ratio, want, batch),
+        lambda: ratio_hint(ratio, want, batch),
     )
 
 
@@ -70,7 +70,7 @@ def test_empty_response_has_ratio_one(student):
         "sequence_ratio of the empty response (row 1)",
         0,
         1e-12,
-        batch.describe(),
+        batch.describe,
         "an empty response has no log-ratios to average; its mean log-ratio is 0 and "
         "its ratio exp(0) = 1 (guard the division by a zero length)",
     )
@@ -108,7 +108,7 @@ def test_empty_response_contributes_zero_but_counts(student):
         "gspo_loss with an empty row 2 (A=3)",
         1e-9,
         1e-12,
-        batch.describe(),
+        batch.describe,
         "expected 3/4 of the loss without that row: the empty response contributes 0 "
         "to the sum yet the mean divides by all B = 4 responses",
     )
@@ -122,7 +122,7 @@ def test_empty_response_contributes_zero_but_counts(student):
         "d loss / d logp with an empty row",
         1e-9,
         1e-12,
-        batch.describe(),
+        batch.describe,
         "expected 3/4 of the gradient without the empty row",
     )
 
@@ -166,7 +166,7 @@ def test_all_empty_mask_gives_differentiable_zero(student):
         "sequence_ratio of all-empty rows",
         0,
         1e-12,
-        batch.describe(),
+        batch.describe,
     )
     logp = leaf(batch.logp)
     loss = student.gspo_loss(logp, batch.old_logp, batch.advantages, batch.mask)
@@ -186,8 +186,10 @@ def test_all_empty_mask_gives_differentiable_zero(student):
     value = float(loss.detach())
     expect(
         value == 0.0,
-        f"gspo_loss on an all-empty mask is {value}; expected 0. The padding may hold inf or "
-        f"NaN, so (logp * 0).sum() is not a safe zero; {batch.describe()}",
+        lambda: (
+            f"gspo_loss on an all-empty mask is {value}; expected 0. The padding may hold "
+            f"inf or NaN, so (logp * 0).sum() is not a safe zero; {batch.describe()}"
+        ),
     )
     loss.backward()
     grad = logp.grad

@@ -42,6 +42,10 @@ DTYPES: dict[str, torch.dtype] = {
 DTYPE_NAMES: dict[torch.dtype, str] = {dtype: name for name, dtype in DTYPES.items()}
 DEVICES = ("cpu", "meta")  # any other device travels as cpu; the judge moves it back
 _SPEC_KEYS = frozenset({"dtype", "shape", "device", "requires_grad", "nbytes"})
+_SPEC_KEYS_ALL = _SPEC_KEYS | {"leaf"}
+_PLAIN_SCALARS = frozenset({type(None), bool, int})  # sent as they are
+_HEADER_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))  # made once
+_JSON_SCALARS = frozenset({type(None), bool, int, float})  # what json.loads makes of numbers
 _NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
@@ -89,7 +93,7 @@ class Frame:
     specs: list[TensorSpec] = field(default_factory=list)
 
 
-def _check_shape(shape: tuple[int, ...], limits: WireLimits) -> int:
+def _check_shape(shape: tuple[int, ...] | list[int], limits: WireLimits) -> int:
     if len(shape) > limits.max_dims:
         raise WireError(f"tensor has {len(shape)} dims; the wire allows {limits.max_dims}")
     numel = math.prod(shape)
@@ -110,7 +114,11 @@ def _raw_bytes(data: torch.Tensor) -> memoryview:
 
 
 def _plain_cpu(t: torch.Tensor) -> torch.Tensor:
-    """Contiguous CPU data without lazy conj/neg bits (the common case costs one call)."""
+    """Contiguous CPU data without lazy conj/neg bits. A plain contiguous CPU tensor (nearly
+    every one) is its own data: its bytes are read in place, without even a detach."""
+    plain = type(t) is torch.Tensor and t.is_cpu and t.is_contiguous()
+    if plain and not (t.is_conj() or t.is_neg()):
+        return t
     data = t.detach()
     if data.device.type == "cpu" and data.is_contiguous() and not data.is_conj():
         return data.resolve_neg() if data.is_neg() else data
@@ -130,8 +138,27 @@ class _Encoder:
         self._index: dict[int, int] = {}
 
     def value(self, v: object, depth: int = 0) -> object:
+        """The JSON form of one value. Exact builtin types (what calls and replies are made
+        of) take the short branches; subclasses and rarer types go through `_general`."""
         if depth > self.limits.max_depth:
             raise WireError(f"value nested deeper than {self.limits.max_depth}")
+        kind = type(v)
+        if kind in _PLAIN_SCALARS:
+            return v
+        if kind is float:
+            return v if math.isfinite(v) else {"float": repr(v)}
+        if kind is str:
+            return _check_str(v, self.limits)
+        if kind is torch.Tensor:
+            return {"tensor": self.tensor(v)}
+        if kind is list:
+            return [self.value(x, depth + 1) for x in v]
+        if kind is dict:
+            return {"dict": self.mapping(v, depth)}
+        return self._general(v, depth)
+
+    def _general(self, v: object, depth: int) -> object:
+        """Any other value, by isinstance: int and float subclasses become plain numbers."""
         if v is None or isinstance(v, bool):
             return v
         if isinstance(v, int):
@@ -154,23 +181,26 @@ class _Encoder:
         raise WireError(f"cannot send a value of type {type(v).__name__}")
 
     def mapping(self, v: dict, depth: int) -> dict:
-        if not all(isinstance(k, str) for k in v):
-            raise WireError("only dicts with str keys can be sent")
+        for k in v:
+            if type(k) is not str and not isinstance(k, str):
+                raise WireError("only dicts with str keys can be sent")
         return {str(k): self.value(x, depth + 1) for k, x in v.items()}
 
     def tensor(self, t: torch.Tensor) -> int:
-        if id(t) in self._index:
-            return self._index[id(t)]
+        index = self._index.get(id(t))
+        if index is not None:
+            return index
         if t.layout != torch.strided:
             raise WireError(f"cannot send a tensor with layout {t.layout}")
-        if t.dtype not in DTYPE_NAMES:
+        name = DTYPE_NAMES.get(t.dtype)
+        if name is None:
             raise WireError(f"dtype {t.dtype} is not allowed on the wire")
         if len(self.originals) >= self.limits.max_tensors:
             raise WireError(f"more than {self.limits.max_tensors} tensors in one frame")
-        shape = tuple(int(n) for n in t.shape)
+        shape = [int(n) for n in t.shape]
         numel = _check_shape(shape, self.limits)
-        device = "meta" if t.device.type == "meta" else "cpu"
-        nbytes = 0 if device == "meta" else numel * t.dtype.itemsize
+        meta = t.is_meta
+        nbytes = 0 if meta else numel * t.dtype.itemsize
         self.nbytes += nbytes
         if self.nbytes > self.limits.max_message_bytes:
             raise WireError(f"frame exceeds {self.limits.max_message_bytes} bytes")
@@ -178,14 +208,15 @@ class _Encoder:
             data = _plain_cpu(t)
             self.keep_alive.append(data)
             self.payloads.append(_raw_bytes(data))
-        spec = {"dtype": DTYPE_NAMES[t.dtype], "shape": list(shape), "device": device}
-        spec.update(requires_grad=bool(t.requires_grad), nbytes=nbytes)
-        if t.requires_grad and not t.is_leaf:
+        requires_grad = bool(t.requires_grad)
+        spec = {"dtype": name, "shape": shape, "device": "meta" if meta else "cpu"}
+        spec["requires_grad"], spec["nbytes"] = requires_grad, nbytes
+        if requires_grad and not t.is_leaf:
             spec["leaf"] = False
-        self._index[id(t)] = len(self.originals)
+        index = self._index[id(t)] = len(self.originals)
         self.originals.append(t)
         self.specs.append(spec)
-        return self._index[id(t)]
+        return index
 
 
 @dataclass
@@ -195,31 +226,35 @@ class Encoded:
     parts: list  # [length prefix, header, payload...], bytes-like
     originals: list[torch.Tensor]  # the sender's tensors, in the frame's index order
     keep_alive: list[torch.Tensor]  # the contiguous copies the payload views point into
+    nbytes: int = -1  # the whole frame; counted from the parts when not given
 
-    @property
-    def nbytes(self) -> int:
-        return sum(len(p) for p in self.parts)
+    def __post_init__(self) -> None:
+        if self.nbytes < 0:
+            self.nbytes = sum(len(p) for p in self.parts)
 
 
 def encode(value: object, limits: WireLimits) -> Encoded:
     """Encode a value tree, checking every cap on the way out too."""
     enc = _Encoder(limits)
     doc = {"v": enc.value(value), "t": enc.specs}
-    header = json.dumps(doc, allow_nan=False, separators=(",", ":")).encode("ascii")
+    header = _HEADER_ENCODER.encode(doc).encode("ascii")
     if len(header) > limits.max_header_bytes:
         raise WireError(f"header of {len(header)} bytes; the wire allows {limits.max_header_bytes}")
     if len(header) + enc.nbytes > limits.max_message_bytes:
         raise WireError(f"frame exceeds {limits.max_message_bytes} bytes")
     parts = [struct.pack(">I", len(header)), header, *enc.payloads]
-    return Encoded(parts, enc.originals, enc.keep_alive)
+    return Encoded(parts, enc.originals, enc.keep_alive, 4 + len(header) + enc.nbytes)
 
 
 def _reject_constant(name: str) -> None:
     raise ValueError(f"bare {name} is not allowed; non-finite floats are tagged")
 
 
+_HEADER_DECODER = json.JSONDecoder(parse_constant=_reject_constant)  # made once: ~8 us a frame
+
+
 def _parse_spec(doc: object, limits: WireLimits) -> TensorSpec:
-    if not isinstance(doc, dict) or not _SPEC_KEYS <= doc.keys() <= _SPEC_KEYS | {"leaf"}:
+    if not isinstance(doc, dict) or not _SPEC_KEYS <= doc.keys() <= _SPEC_KEYS_ALL:
         raise WireError("malformed tensor spec")
     dtype = DTYPES.get(doc["dtype"]) if isinstance(doc["dtype"], str) else None
     if dtype is None:
@@ -242,7 +277,7 @@ def _parse_spec(doc: object, limits: WireLimits) -> TensorSpec:
 def parse_header(raw: bytes, limits: WireLimits) -> tuple[object, list[TensorSpec]]:
     """Validate a header completely (specs, caps, totals) before any payload is read."""
     try:
-        doc = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+        doc = _HEADER_DECODER.decode(raw.decode("utf-8"))
     except (ValueError, RecursionError) as e:
         raise WireError(f"malformed header: {e}") from None
     if not isinstance(doc, dict) or doc.keys() != {"v", "t"} or not isinstance(doc["t"], list):
@@ -262,15 +297,17 @@ class Decoder:
         self.tensors, self.limits = tensors, limits
 
     def value(self, v: object, depth: int = 0) -> object:
+        """json.loads makes only exact builtin types, so `type(v)` decides the branch."""
         if depth > self.limits.max_depth:
             raise WireError(f"value nested deeper than {self.limits.max_depth}")
-        if v is None or isinstance(v, bool | int | float):
+        kind = type(v)
+        if kind in _JSON_SCALARS:
             return v
-        if isinstance(v, str):
+        if kind is str:
             return _check_str(v, self.limits)
-        if isinstance(v, list):
+        if kind is list:
             return [self.value(x, depth + 1) for x in v]
-        if isinstance(v, dict) and len(v) == 1:
+        if kind is dict and len(v) == 1:
             ((tag, body),) = v.items()
             return self.tagged(tag, body, depth)
         raise WireError("malformed value")

@@ -47,6 +47,7 @@ __all__ = [
 ]
 
 _JOIN_BELOW = 1 << 20  # frames smaller than this go out in one sendall
+_READ_AHEAD = 1 << 16  # a short read asks for this much: a small frame costs one recv
 
 
 class Channel:
@@ -56,6 +57,8 @@ class Channel:
         self.sock = sock
         self.limits = limits or WireLimits()
         self._timeout: float | None = -1.0  # unknown until first set
+        self._pending = bytearray()  # read ahead of the current frame; at most _READ_AHEAD
+        self._scratch = bytearray(_READ_AHEAD)
 
     def _set_deadline(self, deadline: float | None) -> None:
         timeout = None if deadline is None else max(deadline - time.monotonic(), 1e-6)
@@ -85,18 +88,40 @@ class Channel:
             raise WireClosed(f"channel closed while sending: {e}") from None
 
     def _read_into(self, view: memoryview, deadline: float | None) -> None:
-        got = 0
+        """Fill `view`: bytes read ahead first, then the socket. A short read asks for up to
+        _READ_AHEAD bytes, so a whole small frame (header and payloads) costs one recv; what
+        goes past `view` stays pending for the next read. A long read goes straight into
+        `view`, so no header can make this side buffer more than _READ_AHEAD bytes."""
+        got = self._take_pending(view)
         while got < len(view):
-            self._set_deadline(deadline)
-            try:
-                n = self.sock.recv_into(view[got:])
-            except TimeoutError:
-                raise WireTimeout("deadline passed while receiving") from None
-            except OSError as e:
-                raise WireClosed(f"channel closed while receiving: {e}") from None
-            if n == 0:
-                raise WireClosed("channel closed by the other end")
-            got += n
+            want = len(view) - got
+            if want >= _READ_AHEAD:
+                got += self._recv(view[got:], deadline)
+                continue
+            n = self._recv(memoryview(self._scratch), deadline)
+            take = min(n, want)
+            view[got : got + take] = self._scratch[:take]
+            self._pending += self._scratch[take:n]
+            got += take
+
+    def _take_pending(self, view: memoryview) -> int:
+        n = min(len(self._pending), len(view))
+        if n:
+            view[:n] = self._pending[:n]
+            del self._pending[:n]
+        return n
+
+    def _recv(self, view: memoryview, deadline: float | None) -> int:
+        self._set_deadline(deadline)
+        try:
+            n = self.sock.recv_into(view)
+        except TimeoutError:
+            raise WireTimeout("deadline passed while receiving") from None
+        except OSError as e:
+            raise WireClosed(f"channel closed while receiving: {e}") from None
+        if n == 0:
+            raise WireClosed("channel closed by the other end")
+        return n
 
     def _read_tensor(self, spec: TensorSpec, deadline: float | None) -> torch.Tensor:
         if spec.device == "meta" or spec.nbytes == 0:

@@ -42,12 +42,11 @@ def gspo_loss(logp, old_logp, advantages, mask, clip_eps=0.2):
 
 
 def unreliable(report: Report) -> bool:
-    """A grading spoiled by the machine rather than the code: worth one retry."""
-    crashed = report.submission_error is not None and report.submission_error.kind in (
-        "crash",
-        "timeout",
-    )
-    return report.grader_error is not None or crashed
+    """A crash or timeout may be the shared machine starving a correct worker: worth one
+    retry. A grader error never is: that is our fault, and the test fails on it at once."""
+    assert report.grader_error is None, f"grader error: {report.grader_error}"
+    error = report.submission_error
+    return error is not None and error.kind in ("crash", "timeout")
 
 
 def grade_all(grader: Grader, jobs: dict[str, tuple[str, str]]) -> dict[str, Report]:
@@ -57,7 +56,10 @@ def grade_all(grader: Grader, jobs: dict[str, tuple[str, str]]) -> dict[str, Rep
         source, mode = jobs[name]
         filename = f"{name.split('/')[-1].replace(' ', '_')}.py"
         report = grader.grade(source, mode=mode, filename=filename)
-        return grader.grade(source, mode=mode, filename=filename) if unreliable(report) else report
+        if unreliable(report):
+            report = grader.grade(source, mode=mode, filename=filename)
+            assert report.grader_error is None, f"{name}: grader error {report.grader_error}"
+        return report
 
     with ThreadPoolExecutor(max_workers=grader.pool_size) as pool:
         return dict(zip(jobs, pool.map(one, jobs), strict=True))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
 import torch
 
-from grader.judge.recording import RecordingStudent, describe_call
+from grader.judge.recording import RecordedCall, RecordingStudent, describe_call
 from grader.judge.signatures import source_signature
 
 
@@ -31,13 +32,40 @@ class FakeProxy:
         return logp.sum()
 
 
-def test_recording_student_describes_before_calling_and_passes_other_attributes():
+def test_recording_student_reports_each_call_and_passes_other_attributes():
     seen = []
-    student = RecordingStudent(FakeProxy(), ("sequence_ratio",), seen.append)
+    student = RecordingStudent(FakeProxy(), ("sequence_ratio",), lambda *call: seen.append(call))
     x = torch.ones(2)
-    assert student.sequence_ratio(x, x, x).item() == 2.0
-    assert len(seen) == 1 and seen[0].startswith("sequence_ratio(")
+    assert student.sequence_ratio(x, x, mask=x).item() == 2.0
+    assert student.sequence_ratio(x, x, mask=x).item() == 2.0
+    assert [name for name, _, _ in seen] == ["sequence_ratio"] * 2
+    assert seen[0][1] == (x, x) and seen[0][2] == {"mask": x}
     assert student.isolation == "test"
+
+
+class ManyProxy(FakeProxy):
+    def call_many(self, name, arguments):
+        return [getattr(self, name)(*args, **kwargs) for args, kwargs in arguments]
+
+
+def test_calls_sent_together_are_each_reported_first():
+    seen = []
+    student = RecordingStudent(ManyProxy(), ("sequence_ratio",), lambda *call: seen.append(call))
+    x = torch.ones(2)
+    results = student.call_many("sequence_ratio", [((x, x, x), {}), ((2 * x, x, x), {})])
+    assert [float(r) for r in results] == [2.0, 4.0] and len(seen) == 2
+    with pytest.raises(ValueError, match="not one of"):
+        student.call_many("gspo_loss", [])
+    assert getattr(RecordingStudent(FakeProxy(), ("sequence_ratio",), print), "call_many", 0) == 0
+
+
+def test_a_recorded_call_describes_its_inputs_as_they_were_before_the_call():
+    x = torch.tensor([0.5, 2.0])
+    call = RecordedCall("sequence_ratio", (x,), {"clip_eps": 0.2})
+    x.mul_(10)  # what a student's in-place edit does to the judge's tensor
+    text = call.describe()
+    assert text.startswith("sequence_ratio(") and "values [0.5, 2.0]" in text
+    assert "clip_eps=0.2" in text
 
 
 def test_signature_is_read_without_running_the_code():

@@ -57,6 +57,26 @@ def _divide(x):
     return x // 0  # BOOM-LINE
 
 
+def picky(x):
+    if x == 2:
+        raise ValueError("not two")
+    return x * 10
+
+
+class _Fragile(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.sum()
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise ValueError("no gradient here")
+
+
+def fragile_sum(x):
+    return _Fragile.apply(x)
+
+
 def boom(x):
     return _divide(x)
 
@@ -94,6 +114,8 @@ FUNCTIONS = (
     "spin",
     "die",
     "forge",
+    "picky",
+    "fragile_sum",
 )
 LIMITS = Limits(cpu_seconds=120, call_wall_seconds=4, grading_wall_seconds=900)
 
@@ -201,6 +223,70 @@ def test_in_place_mutation_is_mirrored(student):
     version = x._version
     assert student.scale_in_place(x, factor=3.0) is None
     assert torch.equal(x, torch.full((2, 3), 3.0)) and x._version > version
+
+
+def test_a_backward_sent_ahead_answers_the_backward_without_a_round_trip(student, reference):
+    (lp, old, adv, mask), (lp_ref, old_ref, adv_ref, mask_ref) = inputs()
+    with student.backward_ahead([torch.ones((), dtype=torch.float32)]):
+        loss = student.gspo_loss(lp, old, adv, mask)
+    requests = student._seq
+    loss.backward()
+    assert student._seq == requests  # the answer was already there
+    reference.gspo_loss(lp_ref, old_ref, adv_ref, mask_ref).backward()
+    assert torch.equal(lp.grad, lp_ref.grad) and old.grad is None
+
+
+def test_other_output_gradients_ask_the_worker_as_usual(student, reference):
+    (lp, old, _, mask), (lp_ref, old_ref, _, mask_ref) = inputs(B=3, L=5)
+    with student.backward_ahead([torch.ones(3)]):
+        ratio = student.sequence_ratio(lp, old, mask)
+    requests = student._seq
+    weights = torch.tensor([1.0, -2.0, 0.5])
+    ratio.backward(weights)
+    assert student._seq == requests + 1
+    reference.sequence_ratio(lp_ref, old_ref, mask_ref).backward(weights)
+    assert torch.equal(lp.grad, lp_ref.grad)
+
+
+def test_a_failing_backward_sent_ahead_fails_where_backward_runs(student):
+    x = torch.ones(3, requires_grad=True)
+    with student.backward_ahead([torch.ones(())]):
+        total = student.fragile_sum(x)  # the call itself succeeds
+    with pytest.raises(StudentError, match="no gradient here"):
+        total.backward()
+
+
+def test_a_failing_call_with_a_backward_ahead_leaves_the_channel_in_step(student):
+    restarts = student.restarts
+    ahead = student.backward_ahead([torch.ones(())])
+    with pytest.raises(StudentError, match="ZeroDivisionError"), ahead:
+        student.boom(7)
+    assert student.shout("still here") == "still here" and student.restarts == restarts
+
+
+def test_call_many_gives_what_the_calls_give_one_by_one(student, reference):
+    batches = [inputs(B=B, L=6) for B in (1, 3, 5)]
+    losses = student.call_many("gspo_loss", [(remote, {"clip_eps": 0.1}) for remote, _ in batches])
+    for loss, (remote, local) in zip(losses, batches, strict=True):
+        expected = reference.gspo_loss(*local, clip_eps=0.1)
+        assert torch.equal(loss.detach(), expected.detach())
+        loss.backward()
+        expected.backward()
+        assert torch.equal(remote[0].grad, local[0].grad)
+
+
+def test_call_many_raises_the_first_failure_and_the_worker_goes_on(student):
+    assert student.call_many("picky", [((1,), {}), ((3,), {})]) == [10, 30]
+    restarts = student.restarts
+    with pytest.raises(StudentError, match="not two"):
+        student.call_many("picky", [((1,), {}), ((2,), {}), ((3,), {}), ((2,), {})])
+    assert student.call_many("picky", [((4,), {})]) == [40] and student.restarts == restarts
+
+
+def test_call_many_on_a_shared_tensor_mirrors_each_change_before_the_next_call(student):
+    x = torch.ones(2)
+    student.call_many("scale_in_place", [((x,), {}), ((x,), {"factor": 3.0})])
+    assert torch.equal(x, torch.full((2,), 6.0))
 
 
 def test_student_exception_has_student_lines_only(student):

@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pool-size", type=int, default=4)
     parser.add_argument("--concurrent", type=int, default=2)
     parser.add_argument(
-        "--pause", type=float, default=5.0, help="seconds between paced warm requests (5)"
+        "--pause", type=float, default=1.0, help="seconds between paced warm requests (1)"
     )
     args = parser.parse_args(argv)
     cold_runs = 2 if args.quick else 3
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
 def report_phase_2(
     server: Server, n: int, code: str, expected, cold: list[float], pause: float = 0.0
 ) -> float:
-    paced = f", each {pause:.0f} s after the previous answer" if pause else ", back to back"
+    paced = f", each {pause:g} s after the previous answer" if pause else ", back to back"
     print(f"(2) warm Submit over HTTP, {n} sequential requests{paced}")
     warm, grading, ok = bench_warm(server.port, n, code, expected, pause)
     print("  " + summary("warm", warm))

@@ -28,8 +28,8 @@ CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
-MS_REC, MS_PRIVATE = 1 << 14, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_BIND, MS_REC, MS_PRIVATE = 4096, 1 << 14, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 CAP_LAST = 63  # PR_CAPBSET_DROP fails with EINVAL past the kernel's last capability
 _CAPABILITY_V3 = 0x20080522
@@ -70,18 +70,31 @@ def die_with_parent(parent: int | None) -> None:
         os._exit(70)
 
 
-def enter_namespaces(tmpfs_bytes: int) -> None:
+def enter_namespaces(tmpfs_bytes: int, keep: tuple[str, ...] = ()) -> None:
     """New mount, pid (for the next child), net, ipc and uts namespaces; a private /tmp.
 
     Mounts are made private first, so nothing mounted here reaches the zygote or a sibling.
+    keep: folders below /tmp that must stay visible (a venv below /tmp, as in a CI clone):
+    the fresh tmpfs would hide them, so each is bound again, read-only, on top of it.
     """
     spaces = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
     _unshare(spaces, "mount+pid+net+ipc+uts namespaces")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    kept = [(path, os.open(path, os.O_PATH | os.O_CLOEXEC)) for path in keep]
     options = f"size={int(tmpfs_bytes)},mode=1777"
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, options)
-    os.mkdir(WORKDIR, 0o777)
+    for path, fd in kept:
+        _bind_again(path, fd)
+    os.makedirs(WORKDIR, 0o777, exist_ok=True)
     os.chmod(WORKDIR, 0o777)  # mkdir's mode is filtered by the umask
+
+
+def _bind_again(path: str, fd: int) -> None:
+    """Bind the folder `fd` still points at (now hidden) at `path` again, read-only."""
+    os.makedirs(path, 0o755, exist_ok=True)
+    _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+    _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    os.close(fd)
 
 
 def become_worker(uid: int | None) -> None:

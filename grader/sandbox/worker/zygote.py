@@ -126,7 +126,8 @@ def _monitor(request: dict, fds: list[int], report_w: int, control: socket.socke
     control.detach()  # never closed here: fd 3 will be the worker's channel
     status_w = fds[3]
     try:
-        confine.enter_namespaces(int(request["limits"].get("tmpfs_bytes") or 64 << 20))
+        tmpfs_bytes = int(request["limits"].get("tmpfs_bytes") or 64 << 20)
+        confine.enter_namespaces(tmpfs_bytes, _python_below_tmp())
         confirm_r, confirm_w = os.pipe()
         worker = os.fork()
         if worker == 0:
@@ -145,6 +146,17 @@ def _monitor(request: dict, fds: list[int], report_w: int, control: socket.socke
     _, status, usage = os.wait4(worker, 0)
     os.write(status_w, f"{status} {usage.ru_utime + usage.ru_stime:.3f}\n".encode())
     return 0
+
+
+def _python_below_tmp() -> tuple[str, ...]:
+    """The interpreter's and venv's folders that lie below /tmp (bwrap bound them on top of
+    the zygote's /tmp; a worker's fresh /tmp must not hide them), outermost only."""
+    prefixes = sorted({sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix})
+    kept: list[str] = []
+    for prefix in (os.path.abspath(p) for p in prefixes):
+        if prefix.startswith("/tmp/") and not any(prefix.startswith(k + "/") for k in kept):
+            kept.append(prefix)
+    return tuple(kept)
 
 
 def _worker(request: dict, fds: list[int], confirm_w: int) -> int:

@@ -167,3 +167,9 @@ def test_forking_a_worker_takes_milliseconds(forking_pool, capsys):
     with capsys.disabled():
         print(f"\n[figures] fork a confined worker until ready: median {seconds[2] * 1000:.0f} ms")
     assert seconds[2] < 3.0  # a spawned worker needs seconds of CPU for import torch
+
+
+def test_a_forked_worker_imports_what_the_zygote_never_imported(forking_pool):
+    """Its fresh /tmp must not hide a venv that lies below /tmp (a CI clone's)."""
+    seen, _ = _call(forking_pool, "def f():\n    import pytest\n    return pytest.__version__\n")
+    assert isinstance(seen, str) and seen[:1].isdigit(), seen

@@ -4,7 +4,7 @@ A worker is handed out once and never reused: the submission it ran may have cha
 anything inside it. The pool keeps `size` idle workers started in the background, replaces
 any that die while waiting, and starts one on the spot when none is idle.
 
-Where the host allows it (root, bwrap), workers are forked from a zygote that has imported
+Where the host offers the bwrap level, workers are forked from a zygote that has imported
 torch once (zygote.py): milliseconds per worker instead of seconds of CPU. When the zygote
 cannot answer, it is restarted, and after three failures in a row the pool spawns workers.
 """
@@ -94,7 +94,8 @@ class WorkerPool:
         return False
 
     def close(self) -> None:
-        """Stop refilling and kill every idle worker. Handed-out workers are the caller's."""
+        """Stop refilling and kill every idle worker and the zygote. Handed-out workers are
+        the caller's, but a forked one ends with its zygote: close the pool after them."""
         with self._cond:
             self._closed = True
             idle, self._idle = self._idle, []

@@ -45,9 +45,6 @@ _CHANNEL_FD, _INFO_FD = 3, 4
 # One long-lived thread performs every spawn (see the module docstring): an executor's
 # worker thread never exits while the judge runs.
 _spawner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gspo-sandbox-spawner")
-_slots = uids.slots  # the tests reach the table through this module
-_lock_uid = uids.lock_uid
-pids_of = uids.pids_of
 
 
 def _spawn_in_spawner(job: Callable[[], int]) -> int:
@@ -183,7 +180,7 @@ class WorkerProcess:
             os.close(self._init_pidfd)
         if self.uid is not None:
             uids.sweep_uid(self.uid)
-            _slots.give_back(self.uid)
+            uids.slots.give_back(self.uid)
         self._output.join(timeout=1.0)
         self.sock.close()
         if self._workdir is not None:
@@ -215,12 +212,12 @@ def start_worker(
     limits = limits or Limits.from_env()
     if not root:  # RLIMIT_NPROC would count every process of the judge's own uid
         limits = limits.replace(processes=None)
-    uid = _slots.take() if root and chosen >= Level.RLIMITS else None  # NONE: judge uid
+    uid = uids.slots.take() if root and chosen >= Level.RLIMITS else None  # NONE: judge uid
     try:
         return _launch(limits, chosen, uid, Path(worker_dir), script, args, arm_clock)
     except BaseException:
         if uid is not None:
-            _slots.give_back(uid)
+            uids.slots.give_back(uid)
         raise
 
 

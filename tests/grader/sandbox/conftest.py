@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from grader.sandbox.isolation import Level, detect_isolation
-from grader.sandbox.launch import WorkerProcess, pids_of, start_worker
+from grader.sandbox.launch import WorkerProcess, start_worker
 from grader.sandbox.limits import GIB, KIB, MIB, Limits
+from grader.sandbox.uids import pids_of
 
 REPO = Path(__file__).resolve().parents[3]
 

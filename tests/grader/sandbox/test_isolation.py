@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from grader.sandbox import isolation, launch
+from grader.sandbox import isolation, launch, uids
 from grader.sandbox.isolation import (
     IsolationError,
     IsolationInfo,
@@ -97,7 +97,7 @@ def test_strict_setting_refuses_a_weaker_host(monkeypatch):
     monkeypatch.setenv(isolation.REQUIRE_ENV, "unshare")
     with pytest.raises(IsolationError, match="unshare is required"):
         launch.start_worker()
-    assert launch._slots.held() == set()  # no uid slot leaked by the refusal
+    assert uids.slots.held() == set()  # no uid slot leaked by the refusal
 
 
 def test_strict_setting_accepts_an_equal_or_stronger_host():
@@ -192,8 +192,8 @@ def test_as_root_each_worker_runs_as_its_own_unprivileged_host_uid(start, kit, t
     for worker in (first, second):
         assert kit.wait_until(lambda w=worker: kit.pids_of(w.uid), 10)
         for pid in kit.pids_of(worker.uid):
-            uids = _status_field(pid, "Uid")
-            assert uids and set(uids) == {str(worker.uid)}  # real, effective, saved, fs
+            ids = _status_field(pid, "Uid")
+            assert ids and set(ids) == {str(worker.uid)}  # real, effective, saved, fs
             assert _status_field(pid, "Groups") == []
 
 
@@ -204,7 +204,7 @@ def test_judges_in_two_processes_never_share_a_worker_uid():
         [
             sys.executable,
             "-c",
-            "from grader.sandbox import launch\nprint(launch._slots.take(), flush=True)\ninput()",
+            "from grader.sandbox import uids\nprint(uids.slots.take(), flush=True)\ninput()",
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -212,12 +212,12 @@ def test_judges_in_two_processes_never_share_a_worker_uid():
     )
     try:
         theirs = int(other.stdout.readline())
-        mine = launch._slots.take()
-        launch._slots.give_back(mine)
+        mine = uids.slots.take()
+        uids.slots.give_back(mine)
         assert mine != theirs
     finally:
         other.communicate("\n", timeout=30)
-    lock = launch._lock_uid(theirs)  # their flock went away with their process
+    lock = uids.lock_uid(theirs)  # their flock went away with their process
     assert lock is not None
     os.close(lock)
 

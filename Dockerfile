@@ -52,7 +52,7 @@ RUN pip install .
 COPY reference/ reference/
 COPY starter/ starter/
 COPY tests/tiers/ tests/tiers/
-COPY experiment.py statement.md ./
+COPY exercise.toml experiment.py statement.md ./
 COPY --from=web /web/dist/ web/dist/
 
 RUN useradd --system --uid 10001 --home-dir /data --shell /usr/sbin/nologin grader \

@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from grader.exercise import default_exercise
+from grader.exercise import ExerciseError, default_exercise
 from grader.judge.registry import TierRegistryError, load_tiers, parse_tier_list
 
 PROG = "gspo-grader"
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         return handlers[args.command](args)
-    except (UsageProblem, TierRegistryError) as error:
+    except (UsageProblem, TierRegistryError, ExerciseError) as error:
         print(f"{PROG}: error: {_one_line(str(error))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -120,7 +120,7 @@ class JudgeSession:
                 open_student(
                     self.submission.source,
                     filename=self.submission.filename,
-                    functions=self.exercise.functions,
+                    functions=self.exercise.function_names,
                     limits=self.submission.limits,
                     pool=self.submission.pool,
                 )
@@ -131,7 +131,7 @@ class JudgeSession:
         finally:
             self._sandbox_start_s = time.perf_counter() - start
         self._student = RecordingStudent(
-            self._proxy, self.exercise.functions, self._on_call, self.submission.source
+            self._proxy, self.exercise.function_names, self._on_call, self.submission.source
         )
 
     def _on_call(self, name: str, args: tuple, kwargs: dict) -> None:

@@ -1,142 +1,33 @@
-"""Shared input builders and teaching checks for the tier suites.
-
-Every check fails through `fail()`, which calls `pytest.fail(..., pytrace=False)`: the report
-then carries exactly the sentence we wrote (what was expected, what came, on which input) and
-never pytest's assertion introspection, which would print tensors of hidden cases.
+"""GSPO's input builders and calls for the tier suites; the checks come from grader.checks.
 
 Student calls go through the `student` fixture only. Whatever it raises (the proxy's
-StudentError, or the student's own exception in-process) is left to propagate: the judge
-reports it. What we guard against is a *result* of the wrong kind (a float, a tuple, a
-wrongly shaped tensor), so that a test fails with a sentence instead of an unrelated
-TypeError inside the test code.
+StudentError) is left to propagate: the judge reports it. What we guard against is a
+*result* of the wrong kind (a float, a tuple, a wrongly shaped tensor), so that a test fails
+with a sentence instead of an unrelated TypeError inside the test code.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-import pytest
 import torch
 from torch import Tensor
 
-# A message part: a string, or a function that writes it. Hints and input listings cost real
-# work (a hint recomputes every known mistake), so checks call the function only on failure.
-Text = str | Callable[[], str]
-
-# (rtol, atol) for comparing a student's result with the float64 reference, by input dtype.
-# Half types carry ~3 (bfloat16) or ~4 (float16) significant digits, so the final rounding
-# alone costs about 4e-3 and 5e-4; the bounds leave room for summing in the half type.
-TOLERANCE = {
-    torch.float64: (1e-7, 1e-9),
-    torch.float32: (1e-4, 1e-6),
-    torch.float16: (1e-2, 1e-2),
-    torch.bfloat16: (5e-2, 5e-2),
-}
-
-
-def text(part: Text) -> str:
-    """A message part as a string (a function is called now, on failure)."""
-    return part() if callable(part) else part
-
-
-def fail(message: str) -> None:
-    """Fail the test with exactly this message (no traceback, no tensor introspection)."""
-    pytest.fail(message, pytrace=False)
-
-
-def expect(condition: bool, message: Text) -> None:
-    if not condition:
-        fail(text(message))
-
-
-def shape_text(shape) -> str:
-    return "[" + ", ".join(str(int(n)) for n in shape) + "]"
-
-
-def kind_of(value) -> str:
-    """How a returned value looks, in the words of a failure message."""
-    if isinstance(value, Tensor):
-        return f"a Tensor of shape {shape_text(value.shape)} and dtype {value.dtype}"
-    return f"a {type(value).__name__} ({value!r:.60})"
-
-
-def expect_tensor(value, name: str, shape, dtype=None, device=None, why: str = "") -> Tensor:
-    """Check that a student's result is a Tensor of the expected shape, dtype and device."""
-    if not isinstance(value, Tensor):
-        fail(f"{name} returned {kind_of(value)}; expected a torch.Tensor{why}")
-    if tuple(value.shape) != tuple(shape):
-        fail(f"{name} returned shape {shape_text(value.shape)}; expected {shape_text(shape)}{why}")
-    if dtype is not None and value.dtype != dtype:
-        fail(f"{name} returned dtype {value.dtype}; expected {dtype}, the dtype of logp")
-    if device is not None and value.device.type != torch.device(device).type:
-        fail(f"{name} returned a tensor on {value.device}; expected {device}, the device of logp")
-    return value
-
+from grader.checks import (  # noqa: F401 (re-exported for the tier files)
+    expect,
+    expect_close,
+    expect_tensor,
+    fail,
+    leaf,
+    show,
+    text,
+    tolerance,
+)
 
 RATIO_WHY = ", one ratio per response"
 LOSS_WHY = ", a 0-dimensional loss (shape [], not a Python number)"
-
-
-def show(t: Tensor, digits: int = 4, limit: int = 120) -> str:
-    """A compact, truncated text of a small tensor for visible failure messages."""
-    values = t.detach().to("cpu", torch.float64) if t.is_floating_point() else t.detach().cpu()
-    text = str(torch.round(values, decimals=digits).tolist()) if values.is_floating_point() else ""
-    text = text or str(values.tolist())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def worst_entry(actual: Tensor, expected: Tensor) -> tuple[tuple[int, ...], float, float]:
-    """Index, actual and expected value of the entry farthest from expected (NaN counts most)."""
-    a = actual.detach().to("cpu", torch.float64)
-    e = expected.detach().to("cpu", torch.float64)
-    error = (a - e).abs()
-    error = torch.where(torch.isnan(error), torch.full_like(error, float("inf")), error)
-    error = torch.where(a == e, torch.zeros_like(error), error)  # equal infinities are fine
-    flat = int(error.reshape(-1).argmax()) if error.numel() else 0
-    index = (
-        tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), a.shape)) if a.dim() else ()
-    )
-    return index, float(a.reshape(-1)[flat]), float(e.reshape(-1)[flat])
-
-
-def is_close(actual: Tensor, expected: Tensor, rtol: float, atol: float) -> bool:
-    a = actual.detach().to("cpu", torch.float64)
-    e = expected.detach().to("cpu", torch.float64)
-    return bool(torch.allclose(a, e, rtol=rtol, atol=atol, equal_nan=False))
-
-
-def expect_close(
-    actual: Tensor,
-    expected: Tensor,
-    what: str,
-    rtol: float,
-    atol: float,
-    context: Text = "",
-    hint: Text = "",
-    hidden: bool = False,
-) -> None:
-    """Fail when `actual` is not close: the worst entry (index, got, expected) for a visible
-    case; for a hidden one only how many entries are off, never the values. `context` and
-    `hint` may be functions: they are called only when the check fails."""
-    if tuple(actual.shape) != tuple(expected.shape):
-        fail(f"{what} has shape {shape_text(actual.shape)}; expected {shape_text(expected.shape)}")
-    if is_close(actual, expected, rtol, atol):
-        return
-    if hidden:
-        off = ~torch.isclose(
-            actual.detach().double().cpu(), expected.detach().double().cpu(), rtol=rtol, atol=atol
-        )
-        message = f"{what} is off in {int(off.sum())} of {off.numel()} entries"
-    else:
-        index, got, want = worst_entry(actual, expected)
-        where = f" at index {list(index)}" if index else ""
-        message = f"{what}{where} came out {got:.6g}; expected {want:.6g}"
-    hint, context = text(hint), text(context)
-    message += f" (rtol {rtol:g}, atol {atol:g})" + (f". {hint}" if hint else "")
-    fail(message + (f"; {context}" if context else ""))
 
 
 @dataclass(frozen=True)
@@ -217,11 +108,6 @@ def make_batch(
         name or f"seed {seed}, B={B}, L={L}",
         hidden,
     )
-
-
-def leaf(t: Tensor) -> Tensor:
-    """A fresh copy that collects its own gradient."""
-    return t.detach().clone().requires_grad_(True)
 
 
 def call_ratio(student, batch: Batch, weights: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -305,10 +191,6 @@ def input_key_part(t: Tensor | None) -> tuple | None:
         return None
     data = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
     return (str(t.dtype), tuple(t.shape), hashlib.sha256(data).digest())
-
-
-def tolerance(dtype: torch.dtype) -> tuple[float, float]:
-    return TOLERANCE[dtype]
 
 
 def ratio_batch(

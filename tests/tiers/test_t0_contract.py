@@ -135,9 +135,11 @@ def test_dtype_kept(student):
     for dtype in FLOAT_DTYPES:
         batch = base.to(dtype)
         ratio = student.sequence_ratio(batch.logp, batch.old_logp, batch.mask)
-        expect_tensor(ratio, f"sequence_ratio on {dtype} inputs", (3,), dtype, "cpu", RATIO_WHY)
+        expect_tensor(
+            ratio, f"sequence_ratio on {dtype} inputs", (3,), dtype, "cpu", RATIO_WHY, "logp"
+        )
         loss = student.gspo_loss(batch.logp, batch.old_logp, batch.advantages, batch.mask)
-        expect_tensor(loss, f"gspo_loss on {dtype} inputs", (), dtype, "cpu", LOSS_WHY)
+        expect_tensor(loss, f"gspo_loss on {dtype} inputs", (), dtype, "cpu", LOSS_WHY, "logp")
 
 
 def test_meta_device_kept(student):
@@ -149,9 +151,11 @@ def test_meta_device_kept(student):
     mask = torch.empty(3, 5, dtype=torch.bool, device="meta")
     advantages = torch.empty(3, device="meta")
     ratio = student.sequence_ratio(logp, logp.clone(), mask)
-    expect_tensor(ratio, "sequence_ratio on meta tensors", (3,), torch.float32, "meta", RATIO_WHY)
+    expect_tensor(
+        ratio, "sequence_ratio on meta tensors", (3,), torch.float32, "meta", RATIO_WHY, "logp"
+    )
     loss = student.gspo_loss(logp, logp.clone(), advantages, mask)
-    expect_tensor(loss, "gspo_loss on meta tensors", (), torch.float32, "meta", LOSS_WHY)
+    expect_tensor(loss, "gspo_loss on meta tensors", (), torch.float32, "meta", LOSS_WHY, "logp")
 
 
 def test_mask_types(student):
@@ -162,9 +166,16 @@ def test_mask_types(student):
         mask = base.mask.to(mask_dtype)
         ratio = student.sequence_ratio(base.logp, base.old_logp, mask)
         what = f"sequence_ratio with a {mask_dtype} mask"
-        expect_tensor(ratio, what, (4,), torch.float32, why=RATIO_WHY)
+        expect_tensor(ratio, what, (4,), torch.float32, why=RATIO_WHY, like="logp")
         loss = student.gspo_loss(base.logp, base.old_logp, base.advantages, mask)
-        expect_tensor(loss, f"gspo_loss with a {mask_dtype} mask", (), torch.float32, why=LOSS_WHY)
+        expect_tensor(
+            loss,
+            f"gspo_loss with a {mask_dtype} mask",
+            (),
+            torch.float32,
+            why=LOSS_WHY,
+            like="logp",
+        )
         results[mask_dtype] = (ratio, loss)
     bool_ratio, bool_loss = results[torch.bool]
     for mask_dtype in (torch.int64, torch.float32):

@@ -176,6 +176,7 @@ def test_all_empty_mask_gives_differentiable_zero(student):
         (),
         batch.logp.dtype,
         why=", a zero Tensor of shape [] (not a Python number)",
+        like="logp",
     )
     expect(
         loss.requires_grad,

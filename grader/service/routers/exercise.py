@@ -25,7 +25,7 @@ def exercise_info(ex: Exercise) -> ExerciseInfo:
         title=ex.title,
         statement=_read(ex.statement, "The statement has not been written yet."),
         starter=_read(ex.starter, ""),
-        functions=list(ex.functions),
+        functions=list(ex.function_names),
         tiers=load_tier_infos(ex),
     )
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.exercise import default_exercise
+from grader.exercise import refresh_catalog
 
 
 @pytest.fixture
@@ -15,7 +15,7 @@ def use_exercise(monkeypatch):
 
     def use(root: Path) -> None:
         monkeypatch.setenv("GSPO_GRADER_EXERCISE_DIR", str(root))
-        default_exercise.cache_clear()
+        refresh_catalog()
 
     yield use
-    default_exercise.cache_clear()
+    refresh_catalog()

@@ -13,11 +13,12 @@ from pathlib import Path
 
 from grader.exercise import REPO_ROOT
 
-EXERCISE_FILES = ("reference", "starter", "experiment.py", "statement.md")
+EXERCISE_FILES = ("exercise.toml", "reference", "starter", "experiment.py", "statement.md")
 
 
 def build_exercise(root: Path, tiers_toml: str, tests: dict[str, str], copy_tiers=False) -> Path:
     """An exercise folder at `root`; `tests` maps file names under tests/tiers to sources."""
+    root.mkdir(parents=True, exist_ok=True)
     for name in EXERCISE_FILES:
         source = REPO_ROOT / name
         if source.is_dir():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from judge_helpers import build_exercise
 
-from grader.exercise import REPO_ROOT, default_exercise
+from grader.exercise import REPO_ROOT, refresh_catalog
 from grader.judge import Grader
 from grader.judge.inventory import collect_tiers
 from grader.judge.registry import TierRegistryError
@@ -144,12 +144,12 @@ def grader(tmp_path_factory):
     root = build_exercise(tmp_path_factory.mktemp("exercise"), TIERS, TESTS)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("GSPO_GRADER_EXERCISE_DIR", str(root))
-        default_exercise.cache_clear()
+        refresh_catalog()
         # warm=False: the warm-up grading would run tier D, which ends the judge process
         with Grader(pool_size=1, limits=LIMITS, warm=False) as warm:
             assert warm.wait_ready(300), "the judge process did not start"
             yield warm
-    default_exercise.cache_clear()
+    refresh_catalog()
 
 
 def outcomes(report):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from grader.exercise import default_exercise
+from grader.exercise import REPO_ROOT, default_exercise
 
 pytestmark = [pytest.mark.service, pytest.mark.sandbox, pytest.mark.slow]
 
@@ -140,6 +141,7 @@ def test_submissions_survive_a_restart_and_a_kill_9(start_server):
     [
         ({"GSPO_GRADER_MAX_CONCURRENT": "0"}, "GSPO_GRADER_MAX_CONCURRENT"),
         ({"GSPO_GRADER_EXERCISE_DIR": "BROKEN"}, "tiers.toml: not valid TOML"),
+        ({"GSPO_GRADER_EXERCISE_DIR": "NO-MANIFEST"}, "exercise.toml: no such file"),
     ],
 )
 def test_serve_refuses_to_start_on_a_bad_setting_or_a_broken_tier_registry(tmp_path, env, words):
@@ -148,7 +150,11 @@ def test_serve_refuses_to_start_on_a_bad_setting_or_a_broken_tier_registry(tmp_p
     exercise = tmp_path / "exercise"
     (exercise / "tests" / "tiers").mkdir(parents=True)
     (exercise / "tests" / "tiers" / "tiers.toml").write_text("[[tier]\nid = ")
-    env = {k: str(exercise) if v == "BROKEN" else v for k, v in env.items()}
+    if "BROKEN" in env.values():
+        for name in ("exercise.toml", "starter", "reference"):
+            copy = shutil.copytree if (REPO_ROOT / name).is_dir() else shutil.copy
+            copy(REPO_ROOT / name, exercise / name)
+    env = {k: str(exercise) if v in ("BROKEN", "NO-MANIFEST") else v for k, v in env.items()}
     argv = [sys.executable, "-m", "grader", "serve", "--port", str(free_port())]
     argv += ["--data-dir", str(tmp_path / "data")]
     done = subprocess.run(

@@ -11,7 +11,6 @@ matplotlib is imported only when plots are drawn, so importing this file stays c
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import sys
@@ -140,27 +139,15 @@ def _negated(value: float | None, scale: float = 1.0) -> float | None:
     return None if value is None else 0.0 - scale * value  # 0.0 - ... never gives -0.0
 
 
-def _each(impl: Any, name: str, arguments: list[tuple[tuple, dict]]) -> list:
-    """`impl.<name>(*args, **kwargs)` for each entry, in order. The grader's sandbox proxy
-    offers `call_many`, which sends the calls together (one round trip instead of many)."""
-    call_many = getattr(impl, "call_many", None)
-    if callable(call_many):
-        return call_many(name, arguments)
-    function = getattr(impl, name)
-    return [function(*args, **kwargs) for args, kwargs in arguments]
-
-
 def _sweep(impl: Any, logp: torch.Tensor, old: torch.Tensor, a: float) -> tuple[list, list]:
     """Each row of logp [N, T] as its own response (old [1, T], advantage a): its objective from
     a B=1 call, and d objective / d logp from one batched call, where d loss/d logp = -dJ/N."""
     n, t = logp.shape
     adv, mask = torch.tensor([a], dtype=F64), torch.ones(1, t, dtype=torch.long)
-    clip = {"clip_eps": CLIP_EPS}
-    one_each = [
-        ((row.reshape(1, t).clone(), old.clone(), adv.clone(), mask.clone()), clip)
+    losses = [
+        impl.gspo_loss(row.reshape(1, t).clone(), old.clone(), adv, mask, clip_eps=CLIP_EPS)
         for row in logp  # [T]
     ]
-    losses = _each(impl, "gspo_loss", one_each)
     objective = [_negated(_floats(loss, "gspo_loss", ())) for loss in losses]
     batch = (old.expand(n, t).clone(), adv.expand(n).clone(), mask.expand(n, t).clone())
     _, grad = _loss_and_grad(impl, logp, *batch)  # [N, T]
@@ -219,7 +206,39 @@ def run_toy(impl: Any) -> dict[str, Any]:
         "expected": expected,
     }
     result["checks"] = toy_checks(result, expected)
+    result["tables"] = toy_tables(result, expected)
     return result
+
+
+def toy_tables(result: dict[str, Any], expected: dict[str, Any]) -> dict[str, dict]:
+    """The tables the manifest declares (grad_matrix, ratios, checks), from the toy's data."""
+    grads, mask = result["grad_matrix"], result["mask"]
+    return {
+        "grad_matrix": {
+            "heatmap": True,
+            "columns": [f"token {t}" for t in range(L)],
+            "rows": [
+                {"label": label, "cells": row, "muted": [not m for m in valid]}
+                for label, row, valid in zip(result["row_labels"], grads, mask, strict=True)
+            ],
+        },
+        "ratios": {
+            "columns": ["your s", "expected s"],
+            "rows": [
+                {"label": label, "cells": [got, want]}
+                for label, got, want in zip(
+                    result["row_labels"], result["ratios"], expected["ratios"], strict=True
+                )
+            ],
+        },
+        "checks": {
+            "columns": ["result"],
+            "rows": [
+                {"label": name.replace("_", " "), "cells": ["pass" if ok else "FAIL"]}
+                for name, ok in result["checks"].items()
+            ],
+        },
+    }
 
 
 def _close(value: float | None, target: float) -> bool:
@@ -466,15 +485,13 @@ def render_plots(result: dict[str, Any], out_dir: str | Path) -> dict[str, Path]
 
 def load_impl(path: str | Path) -> ModuleType:
     """Import an implementation file by path (never as an installed package)."""
+    from grader.exercise import load_module
+
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no implementation file at {path}")
-    spec = importlib.util.spec_from_file_location(f"gspo_toy_impl_{path.stem}", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path} as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    missing = [f for f in ("sequence_ratio", "gspo_loss") if not callable(getattr(module, f, 0))]
+    module = load_module(path, f"gspo_toy_impl_{path.stem}")
+    missing = [f for f in ("sequence_ratio", "gspo_loss") if not callable(getattr(module, f, None))]
     if missing:
         raise AttributeError(f"{path} defines no function {', '.join(missing)}")
     return module

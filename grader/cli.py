@@ -1,12 +1,15 @@
-"""`gspo-grader`: grade submissions, list tiers, check the sandbox, serve the web page.
+"""`gspo-grader`: grade submissions, list and check exercises, check the sandbox, serve.
 
-    gspo-grader grade PATH [PATH...] [--mode run|submit] [--tiers T0,T2] [--json FILE|-]
-                [--gradescope FILE] [--junit FILE] [--artifacts DIR] [--csv FILE] [--jobs N]
-    gspo-grader tiers | doctor | statement
+    gspo-grader grade PATH [PATH...] [--exercise ID|DIR] [--mode run|submit] [--tiers T0,T2]
+                [--json FILE|-] [--gradescope FILE] [--junit FILE] [--artifacts DIR]
+                [--csv FILE] [--jobs N]
+    gspo-grader exercises | check-exercise DIR | tiers | statement   [--exercise ID|DIR]
+    gspo-grader doctor
     gspo-grader serve [--host 127.0.0.1] [--port 8000] [--data-dir DIR]
 
-Exit status: 0 every graded submission passed; 1 one failed (a syntax error and a timeout
-count as failures); 2 the command itself was wrong (a missing path, an unknown tier).
+Exit status: 0 every graded submission passed (or every check held); 1 one failed (a syntax
+error and a timeout count as failures); 2 the command itself was wrong (a missing path, an
+unknown tier or exercise, a broken manifest).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-from grader.exercise import ExerciseError, default_exercise
+from grader.exercise import Exercise, ExerciseError, catalog, find_exercise
 from grader.judge.registry import TierRegistryError, load_tiers, parse_tier_list
 
 PROG = "gspo-grader"
@@ -28,21 +31,26 @@ class UsageProblem(Exception):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description="Grader for the GSPO exercise.")
+    parser = argparse.ArgumentParser(prog=PROG, description="Grader for paper-to-code exercises.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    grade = commands.add_parser("grade", help="grade submission files or folders of them")
+    exercise = argparse.ArgumentParser(add_help=False)
+    exercise.add_argument("--exercise", default=None, help="an exercise id or folder")
+    grade = commands.add_parser("grade", parents=[exercise], help="grade files or folders")
     grade.add_argument("paths", nargs="+", metavar="PATH", help="a .py file or a folder")
     grade.add_argument("--mode", choices=("run", "submit"), default="submit")
     grade.add_argument("--tiers", default=None, help="only these tiers, e.g. T0,T2")
     grade.add_argument("--json", dest="json_out", metavar="FILE|-", help="Report JSON")
     grade.add_argument("--gradescope", metavar="FILE", help="Gradescope results.json")
     grade.add_argument("--junit", metavar="FILE", help="JUnit XML")
-    grade.add_argument("--artifacts", metavar="DIR", help="toy.json and plots")
+    grade.add_argument("--artifacts", metavar="DIR", help="the toy's toy.json and plots")
     grade.add_argument("--csv", metavar="FILE", help="gradebook, one row per submission")
     grade.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="parallel gradings")
-    commands.add_parser("tiers", help="list the tiers and their tests")
+    commands.add_parser("exercises", help="list the exercises this installation serves")
+    check = commands.add_parser("check-exercise", help="check an exercise folder")
+    check.add_argument("folder", metavar="DIR", help="the exercise's folder")
+    commands.add_parser("tiers", parents=[exercise], help="list the tiers and their tests")
+    commands.add_parser("statement", parents=[exercise], help="print the exercise statement")
     commands.add_parser("doctor", help="show the sandbox's isolation and the versions")
-    commands.add_parser("statement", help="print the exercise statement")
     serve = commands.add_parser("serve", help="start the web service")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
@@ -54,9 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handlers = {
         "grade": cmd_grade,
+        "exercises": cmd_exercises,
+        "check-exercise": cmd_check_exercise,
         "tiers": cmd_tiers,
-        "doctor": cmd_doctor,
         "statement": cmd_statement,
+        "doctor": cmd_doctor,
         "serve": cmd_serve,
     }
     try:
@@ -93,22 +103,28 @@ def submission_paths(names: list[str]) -> list[Path]:
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
-    from grader.judge.bulk import ProgressBar, grade_files
+    from grader.judge.grader import ProgressBar, grade_files
 
+    exercise = find_exercise(args.exercise)
     paths = submission_paths(args.paths)
-    tiers = parse_tier_list(args.tiers, load_tiers())
+    tiers = parse_tier_list(args.tiers, load_tiers(exercise.tiers_file))
     if len(paths) > 1 and (args.gradescope or args.junit):
         raise UsageProblem("--gradescope and --junit take a single submission")
     if args.jobs < 1:
         raise UsageProblem(f"--jobs must be at least 1; got {args.jobs}")
     reports = grade_files(
-        paths, mode=args.mode, tiers=tiers, jobs=args.jobs, progress=ProgressBar()
+        paths,
+        mode=args.mode,
+        exercise=args.exercise,
+        tiers=tiers,
+        jobs=args.jobs,
+        progress=ProgressBar(),
     )
-    _write_outputs(args, reports)
+    _write_outputs(args, exercise, reports)
     return 0 if all(report.passed for report in reports) else 1
 
 
-def _write_outputs(args: argparse.Namespace, reports: list) -> None:
+def _write_outputs(args: argparse.Namespace, exercise: Exercise, reports: list) -> None:
     from grader.report.gradebook import write_gradebook
     from grader.report.gradescope import write_gradescope
     from grader.report.junit import write_junit
@@ -125,7 +141,7 @@ def _write_outputs(args: argparse.Namespace, reports: list) -> None:
         write_gradebook(reports, args.csv)
     if args.artifacts:
         for report in reports:
-            _write_artifacts(report, Path(args.artifacts), several=len(reports) > 1)
+            _write_artifacts(report, exercise, Path(args.artifacts), several=len(reports) > 1)
     if args.json_out != "-":
         _print_human(reports)
 
@@ -138,6 +154,7 @@ def _write(target: str, text: str) -> None:
 
 
 def _print_human(reports: list) -> None:
+    from grader.report import score_text
     from grader.report.text import render_text, use_colour
 
     colour = use_colour(sys.stdout)
@@ -148,51 +165,74 @@ def _print_human(reports: list) -> None:
         mark = "ok  " if report.passed else "FAIL"
         error = report.submission_error.kind if report.submission_error else ""
         error = error or ("grader_error" if report.grader_error else "")
-        print(f"{mark} {report.score:>6g}/{report.max_score:<4g} {report.submission} {error}")
+        score = f"{score_text(report.score)}/{score_text(report.max_score)}"
+        print(f"{mark} {score:>10} {report.submission} {error}")
     passed = sum(report.passed for report in reports)
     print(f"{passed}/{len(reports)} submissions passed")
 
 
-def _write_artifacts(report, root: Path, several: bool) -> None:
-    """toy.json and the three plots of one submission (a sub-folder each when several)."""
+def _write_artifacts(report, exercise: Exercise, root: Path, several: bool) -> None:
+    """toy.json and the exercise's plots of one submission (a sub-folder each when several)."""
+    from grader.exercise import load_module
+
     out = root / Path(report.submission or "submission").stem if several else root
     out.mkdir(parents=True, exist_ok=True)
     if report.artifacts is None:
         (out / "toy.json").write_text("null\n", encoding="utf-8")
         return
-    result = report.artifacts.model_dump(mode="json", exclude={"plots"})
-    (out / "toy.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    experiment = _load_experiment()
+    data = report.artifacts.data
+    (out / "toy.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     try:
-        plots = experiment.render_plots(result, out)
+        load_module(exercise.experiment, f"{exercise.id}_experiment").render_plots(data, out)
     except Exception as error:  # a student's NaNs must not stop the other outputs
         print(f"{PROG}: warning: plots not drawn for {report.submission}: {error}", file=sys.stderr)
-        return
-    report.artifacts.plots = {name: str(path) for name, path in plots.items()}
 
 
-def _load_experiment():
-    import importlib.util
+# ---- exercises --------------------------------------------------------------------------
+def cmd_exercises(args: argparse.Namespace) -> int:
+    for exercise in catalog().values():
+        print(f"{exercise.id:<12}{exercise.title}")
+        print(f"{'':<12}{exercise.paper}; {exercise.section}")
+        print(f"{'':<12}{exercise.root}")
+    return 0
 
-    spec = importlib.util.spec_from_file_location("gspo_experiment", default_exercise().experiment)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+
+def cmd_check_exercise(args: argparse.Namespace) -> int:
+    from grader.judge.checkup import check_exercise
+
+    folder = Path(args.folder)
+    if not folder.is_dir():
+        raise UsageProblem(f"{args.folder}: no such folder")
+    failed = 0
+    for check in check_exercise(folder):
+        failed += not check.ok
+        print(f"[{'ok' if check.ok else 'FAIL'}] {check.name}: {check.detail}")
+    print(f"{PROG}: {'every check holds' if not failed else f'{failed} check(s) failed'}")
+    return 0 if not failed else 1
 
 
-# ---- the other commands -----------------------------------------------------------------
 def cmd_tiers(args: argparse.Namespace) -> int:
-    from grader.judge.inventory import collect_tiers
+    from grader.judge.engine import inventory
 
-    tiers = load_tiers()
-    inventory = collect_tiers()
+    exercise = find_exercise(args.exercise)
+    tiers = load_tiers(exercise.tiers_file)
+    tests = inventory(exercise)
     print(f"{'ID':<5}{'Title':<32}{'Points':>7}  {'Visibility':<11}Tests")
     for tier in tiers:
-        count, hidden = inventory.tests[tier.id], inventory.hidden[tier.id]
-        tests = f"{count}" + (f" ({hidden} hidden)" if hidden else "")
-        tests += "  (warning: no tests)" if count == 0 else ""
-        print(f"{tier.id:<5}{tier.title:<32}{tier.points:>7g}  {tier.visibility:<11}{tests}")
-    print(f"Total: {sum(t.points for t in tiers):g} points, {sum(inventory.tests.values())} tests")
+        mine = [test for test in tests if test.tier.id == tier.id]
+        hidden = sum(test.hidden for test in mine)
+        count = f"{len(mine)}" + (f" ({hidden} hidden)" if hidden else "")
+        count += "  (warning: no tests)" if not mine else ""
+        print(f"{tier.id:<5}{tier.title:<32}{tier.points:>7g}  {tier.visibility:<11}{count}")
+    print(f"Total: {sum(t.points for t in tiers):g} points, {len(tests)} tests")
+    return 0
+
+
+def cmd_statement(args: argparse.Namespace) -> int:
+    path = find_exercise(args.exercise).statement
+    if not path.is_file():
+        raise UsageProblem(f"{path}: no statement found")
+    sys.stdout.write(path.read_text(encoding="utf-8"))
     return 0
 
 
@@ -211,15 +251,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     print(f"  python {platform.python_version()} ({sys.executable})")
     print(f"  torch {torch.__version__}")
     print(f"  pytest {pytest.__version__}")
-    print(f"Exercise: {default_exercise().root}")
-    return 0
-
-
-def cmd_statement(args: argparse.Namespace) -> int:
-    path = default_exercise().statement
-    if not path.is_file():
-        raise UsageProblem(f"{path}: no statement found")
-    sys.stdout.write(path.read_text(encoding="utf-8"))
+    print("Exercises:")
+    for exercise in catalog().values():
+        print(f"  {exercise.id}: {exercise.root}")
     return 0
 
 

@@ -1,51 +1,67 @@
 """Reports for gradings that could not run normally, kept free of torch and pytest imports
-so the Grader (and the CLI around it) can build them without loading either."""
+so the Grader (and the CLI and service around it) can build them without loading either.
+
+Each is built whole, once: the tiers it would have had (at zero, so gradebooks keep their
+maximum), and the error that says whose fault it was.
+"""
 
 from __future__ import annotations
 
-from grader.judge.registry import TierRegistryError, load_tiers
+from grader.exercise import Exercise
+from grader.judge.registry import TierRegistryError, load_tiers, runs
 from grader.report import GraderError, Report, SubmissionError, TierResult
 
 
-def declared_tiers(mode: str = "submit", wanted: list[str] | None = None) -> list[TierResult]:
-    """The tiers a grading would have reported, all at zero: keeps max_score meaningful in
-    gradebooks when nothing could be graded."""
+def declared_tiers(exercise: Exercise, mode: str, wanted: list[str] | None) -> list[TierResult]:
+    """The tiers a grading would have reported, all at zero."""
     try:
-        tiers = load_tiers()
+        tiers = load_tiers(exercise.tiers_file)
     except TierRegistryError:
         return []
     return [
         TierResult(id=t.id, title=t.title, description=t.description, passed=False,
                    visibility=t.visibility, score=0.0, max_score=t.points)
         for t in tiers
-        if (wanted is None or t.id in wanted) and not (mode == "run" and t.hidden)
+        if runs(t, False, mode, wanted)
     ]  # fmt: skip
 
 
-def with_declared_tiers(report: Report, mode: str, wanted: list[str] | None) -> Report:
-    """A failure report, filled with the tiers it would have had."""
-    if report.tiers:
-        return report
-    tiers = declared_tiers(mode, wanted)
-    max_score = sum(tier.max_score for tier in tiers)
-    return report.model_copy(update={"tiers": tiers, "max_score": max_score, "mode": mode})
+def failed_report(
+    exercise: Exercise,
+    mode: str,
+    wanted: list[str] | None,
+    name: str | None,
+    *,
+    grader_error: GraderError | None = None,
+    submission_error: SubmissionError | None = None,
+) -> Report:
+    """Nothing was graded: the declared tiers at zero, and why."""
+    tiers = declared_tiers(exercise, mode, wanted)
+    return Report(
+        exercise=exercise.id,
+        mode=mode,
+        submission=name,
+        passed=False,
+        score=0.0,
+        max_score=sum(tier.max_score for tier in tiers),
+        tiers=tiers,
+        grader_error=grader_error,
+        submission_error=submission_error,
+    )
 
 
-def grader_error_report(message: str, details: list[str], report: Report | None = None) -> Report:
-    """A report that blames the grader: nothing was graded, through no fault of the student."""
-    base = report or Report(passed=False, score=0.0, max_score=0.0)
-    error = GraderError(
+def grader_error(message: str, details: list[str]) -> GraderError:
+    """Our fault, said plainly: nothing was graded, through no fault of the student."""
+    return GraderError(
         message=f"Grader error (not your code's fault): {message}.",
         detail="\n".join(details)[-4000:],
     )
-    return base.model_copy(update={"passed": False, "grader_error": error})
 
 
-def timeout_report(mode: str, seconds: float) -> Report:
+def grading_timeout(seconds: float) -> SubmissionError:
     """The whole grading ran past its wall-clock limit and was stopped from outside."""
-    error = SubmissionError(
+    return SubmissionError(
         kind="timeout",
         message=f"The grading took longer than {seconds:g} s and was stopped. "
         "Look for a loop that never ends.",
     )
-    return Report(mode=mode, passed=False, score=0.0, max_score=0.0, submission_error=error)

@@ -1,22 +1,23 @@
-"""Remember what each tier test passed to the student's functions.
+"""The student as tier tests see it: the proxy's functions, each call noted before it runs.
 
 A visible test that fails shows the student the inputs of its last call, so the student can
 reproduce the failure locally. Inputs are captured before the call (the student might change
-them in place) and kept short: shape and dtype always, values only for small tensors.
-Capturing copies only what a message can show; the text is written only for a test that
-failed, since a grading makes ~180 calls and most tests pass. Hidden tests never reveal
-their inputs; the judge does not even capture them.
+them in place) and kept short: shape and dtype always, values only for small tensors. The
+text is written only for a test that failed, since a grading makes ~200 calls and most tests
+pass. Hidden tests never reveal their inputs; the judge does not even capture them.
+
+Through the sandbox the judge holds only proxies, so `inspect` cannot see a function's
+parameters: `signature(name)` reads them from the source with `ast`, executing nothing.
 """
 
 from __future__ import annotations
 
+import ast
 import inspect
 from collections.abc import Callable
 from typing import Any
 
 import torch
-
-from grader.judge.signatures import source_signature
 
 MAX_VALUES = 32  # tensors with more elements show only dtype and shape
 MAX_DESCRIPTION_CHARS = 2000
@@ -48,22 +49,13 @@ class TensorShot:
         return head + f", values {values.tolist()})"
 
 
-def capture_value(value: Any) -> TensorShot | str:
+def _shot(value: Any) -> TensorShot | str:
     """A tensor's snapshot, or at once the short text of any other argument."""
     if isinstance(value, torch.Tensor):
         return TensorShot(value)
     if isinstance(value, float | int | bool | str | type(None)):
         return repr(value)
     return type(value).__name__
-
-
-def describe_value(value: Any) -> str:
-    """One short line for a call argument."""
-    return _text(capture_value(value))
-
-
-def describe_tensor(tensor: torch.Tensor) -> str:
-    return TensorShot(tensor).describe()
 
 
 def _text(shot: TensorShot | str) -> str:
@@ -83,73 +75,90 @@ class RecordedCall:
 
     def __init__(self, name: str, args: tuple, kwargs: dict):
         self.name = name
-        self.args = [capture_value(value) for value in args]
-        self.kwargs = {key: capture_value(value) for key, value in kwargs.items()}
+        self.args = [_shot(value) for value in args]
+        self.kwargs = {key: _shot(value) for key, value in kwargs.items()}
 
     def describe(self) -> str:
         """`name(arg=..., ...)` with one line per argument."""
         parts = [_text(shot) for shot in self.args]
         parts += [f"{key}={_text(shot)}" for key, shot in self.kwargs.items()]
-        name = self.name
-        text = f"{name}(\n  " + ",\n  ".join(parts) + "\n)" if parts else f"{name}()"
+        text = f"{self.name}(\n  " + ",\n  ".join(parts) + "\n)" if parts else f"{self.name}()"
         return text if len(text) <= MAX_DESCRIPTION_CHARS else text[:MAX_DESCRIPTION_CHARS] + "..."
 
 
-def describe_call(name: str, args: tuple, kwargs: dict) -> str:
-    """`name(arg=..., ...)` with one line per argument."""
-    return RecordedCall(name, args, kwargs).describe()
-
-
 class RecordingStudent:
-    """Wraps the sandbox proxy: same attributes, but each call to a declared function is
-    reported to `on_call(name, args, kwargs)` before it goes to the worker."""
+    """The `student` fixture: the proxy's declared functions, each call reported to
+    `on_call(name, args, kwargs)` before it goes to the worker; `signature(name)` too."""
 
     def __init__(
         self,
         proxy: Any,
         functions: tuple[str, ...],
         on_call: Callable[[str, tuple, dict], None],
-        source: str = "",
+        source: str,
     ):
-        self._proxy = proxy
-        self._functions = functions
-        self._on_call = on_call
-        self._source = source
+        self._proxy, self._functions = proxy, functions
+        self._on_call, self._source = on_call, source
+        for name in functions:
+            setattr(self, name, self._recorded(name, getattr(proxy, name)))
 
-    def signature(self, name: str) -> inspect.Signature | None:
-        """The parameters of the student's `name`, read from the source (never executed)."""
-        probe = getattr(self._proxy, "signature", None)
-        if callable(probe):
-            return probe(name)
-        return source_signature(self._source, name)
-
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._proxy, name)
-        if name == "call_many":
-            return self._recorded_many(attribute)
-        if name not in self._functions:
-            return attribute
+    def _recorded(self, name: str, function: Callable) -> Callable:
         on_call = self._on_call
 
         def call(*args: Any, **kwargs: Any) -> Any:
             on_call(name, args, kwargs)
-            return attribute(*args, **kwargs)
+            return function(*args, **kwargs)
 
         call.__name__ = call.__qualname__ = name
-        self.__dict__[name] = call  # made once: later look-ups skip __getattr__
         return call
 
-    def _recorded_many(self, call_many: Callable) -> Callable:
-        """The proxy's call_many (several calls sent at once), each call reported first."""
-
-        def recorded(name: str, arguments: list[tuple[tuple, dict]]) -> list:
-            if name not in self._functions:
-                raise ValueError(f"{name!r} is not one of the submission's functions")
-            for args, kwargs in arguments:
-                self._on_call(name, args, kwargs)
-            return call_many(name, arguments)
-
-        return recorded
+    def signature(self, name: str) -> inspect.Signature | None:
+        """The parameters of the student's `name`, read from the source (never executed)."""
+        return source_signature(self._source, name)
 
     def __repr__(self) -> str:
         return f"<student submission: {', '.join(self._functions)}>"
+
+
+def source_signature(source: str, name: str) -> inspect.Signature | None:
+    """The signature of the last top-level `def name(...)` in `source`, or None."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    found = None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            found = node
+    return _signature(found.args) if found is not None else None
+
+
+_EMPTY = inspect.Parameter.empty
+
+
+def _signature(args: ast.arguments) -> inspect.Signature:
+    kinds = inspect.Parameter
+    positional = [*args.posonlyargs, *args.args]
+    defaults = [_EMPTY] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    parameters = []
+    for index, (arg, default) in enumerate(zip(positional, defaults, strict=True)):
+        only = index < len(args.posonlyargs)
+        kind = kinds.POSITIONAL_ONLY if only else kinds.POSITIONAL_OR_KEYWORD
+        parameters.append(kinds(arg.arg, kind, default=_literal(default)))
+    if args.vararg is not None:
+        parameters.append(kinds(args.vararg.arg, kinds.VAR_POSITIONAL))
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+        parameters.append(kinds(arg.arg, kinds.KEYWORD_ONLY, default=_literal(default)))
+    if args.kwarg is not None:
+        parameters.append(kinds(args.kwarg.arg, kinds.VAR_KEYWORD))
+    return inspect.Signature(parameters)
+
+
+def _literal(node: ast.expr | object) -> object:
+    """A literal default as its value; anything else as its source text (never evaluated)."""
+    if node is _EMPTY or node is None:
+        return _EMPTY
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return ast.unparse(node)

@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from grader.exercise import default_exercise
-
 Visibility = Literal["visible", "hidden"]
 VISIBILITIES = ("visible", "hidden")
 FIELDS = ("id", "title", "description", "points", "visibility", "order")
@@ -49,9 +47,9 @@ class Tier:
         return self.visibility == "hidden"
 
 
-def load_tiers(path: Path | str | None = None) -> list[Tier]:
+def load_tiers(path: Path | str) -> list[Tier]:
     """Read and validate tiers.toml; return the tiers sorted by `order` (then id)."""
-    path = Path(path) if path is not None else default_exercise().tiers_file
+    path = Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -121,3 +119,11 @@ def parse_tier_list(text: str | None, tiers: list[Tier]) -> list[str] | None:
             f"unknown tier(s) {', '.join(unknown)}; declared: {', '.join(declared)}"
         )
     return wanted
+
+
+def runs(tier: Tier, hidden_test: bool, mode: str, wanted: list[str] | None) -> bool:
+    """Whether a grading in `mode` runs a test of `tier`: Run leaves hidden tests and hidden
+    tiers out; a tier list keeps only those tiers. The one tier selector of the grader."""
+    if mode == "run" and (tier.hidden or hidden_test):
+        return False
+    return wanted is None or tier.id in wanted

@@ -34,6 +34,7 @@ class Verdict:
     message: str = ""
     blame: str = ""  # "" | "student" | "grader"
     student_error: BaseException | None = None  # the StudentError, for submission_error
+    same_as: tuple | None = None  # the student error's identity: tests failing alike group
 
 
 def judge_exception(error: BaseException, phase: str) -> Verdict:
@@ -41,9 +42,10 @@ def judge_exception(error: BaseException, phase: str) -> Verdict:
     if isinstance(error, pytest.skip.Exception):
         return Verdict("skipped", shorten(str(error.msg)))
     if isinstance(error, SubmissionNotLoaded):
-        return Verdict("failed", shorten(str(error)), "student")
+        return Verdict("failed", shorten(str(error)), "student", same_as=("load", str(error)))
     if isinstance(error, StudentError):
-        return Verdict("failed", shorten(str(error)), "student", error)
+        identity = (error.type_name, error.message, error.line)
+        return Verdict("failed", shorten(str(error)), "student", error, identity)
     if phase == "call" and isinstance(error, AssertionError | pytest.fail.Exception):
         return Verdict("failed", assertion_message(error), "student")
     return Verdict("error", grader_message(error, phase), "grader")

@@ -4,20 +4,28 @@ from grader.report.model import (
     REPORT_VERSION,
     Artifacts,
     GraderError,
+    Plot,
     Report,
     SubmissionError,
+    Table,
+    TableRow,
     TestResult,
     TierResult,
     Timings,
+    score_text,
 )
 
 __all__ = [
     "REPORT_VERSION",
     "Artifacts",
     "GraderError",
+    "Plot",
     "Report",
     "SubmissionError",
+    "Table",
+    "TableRow",
     "TestResult",
     "TierResult",
     "Timings",
+    "score_text",
 ]

@@ -11,7 +11,7 @@ import io
 from collections.abc import Iterable
 from pathlib import Path
 
-from grader.report.model import Report
+from grader.report.model import Report, score_text
 
 
 def tier_columns(reports: Iterable[Report]) -> list[str]:
@@ -36,13 +36,13 @@ def gradebook_csv(reports: list[Report], tiers: list[str] | None = None) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["submission", "passed", "score", "max_score", *tiers, "error"])
     for report in reports:
-        scores = {tier.id: f"{tier.score:g}" for tier in report.tiers}
+        scores = {tier.id: score_text(tier.score) for tier in report.tiers}
         writer.writerow(
             [
                 report.submission or "",
                 "true" if report.passed else "false",
-                f"{report.score:g}",
-                f"{report.max_score:g}",
+                score_text(report.score),
+                score_text(report.max_score),
                 *(scores.get(tier_id, "") for tier_id in tiers),
                 error_text(report),
             ]

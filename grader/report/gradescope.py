@@ -12,17 +12,25 @@ import json
 from pathlib import Path
 from typing import Any
 
-from grader.report.model import Report, TestResult, TierResult
+from grader.report.model import (
+    Report,
+    TestResult,
+    TierResult,
+    more_text,
+    repeated_errors,
+    score_text,
+)
 
 STATUS = {"passed": "passed", "failed": "failed", "error": "failed", "skipped": "passed"}
 
 
 def gradescope_results(report: Report) -> dict[str, Any]:
     """The results.json object."""
-    tests = [_test(tier, test) for tier in report.tiers for test in tier.tests]
+    repeats = repeated_errors(report)
+    tests = [_test(tier, test, repeats) for tier in report.tiers for test in tier.tests]
     return {
-        "score": report.score,
-        "max_score": report.max_score,
+        "score": round(report.score, 2),
+        "max_score": round(report.max_score, 2),
         "output": _summary(report),
         "stdout_visibility": "visible",
         "visibility": "visible",
@@ -34,18 +42,22 @@ def write_gradescope(report: Report, path: Path | str) -> None:
     Path(path).write_text(json.dumps(gradescope_results(report), indent=2), encoding="utf-8")
 
 
-def _test(tier: TierResult, test: TestResult) -> dict[str, Any]:
+def _test(tier: TierResult, test: TestResult, repeats: dict[str, list[TestResult]]) -> dict:
     graded = [t for t in tier.tests if t.outcome != "skipped"]
     share = tier.max_score / len(graded) if graded else 0.0
     max_score = 0.0 if test.outcome == "skipped" else share
     output = test.message
-    if test.inputs:
+    if test.same_error_as is not None:
+        output = f"Failed with the same error as test {test.same_error_as}."
+    elif test.inputs:
         output += f"\n\nInputs of the failing call:\n{test.inputs}"
+    if repeats.get(test.id):
+        output += f"\n\n{more_text(len(repeats[test.id]))}"
     return {
         "name": f"{tier.id} {tier.title}: {test.name}",
         "number": tier.id,
-        "score": round(max_score if test.outcome == "passed" else 0.0, 4),
-        "max_score": round(max_score, 4),
+        "score": round(max_score if test.outcome == "passed" else 0.0, 2),
+        "max_score": round(max_score, 2),
         "status": STATUS[test.outcome],
         "output": output,
         "visibility": "after_published" if test.hidden else "visible",
@@ -63,7 +75,7 @@ def _summary(report: Report) -> str:
             parts.append(error.detail)
     if report.grader_error is not None:
         parts.append(report.grader_error.message)
-    parts.append(f"Score: {report.score:g} / {report.max_score:g}")
+    parts.append(f"Score: {score_text(report.score)} / {score_text(report.max_score)}")
     if report.output:
         cut = " (truncated)" if report.output_truncated else ""
         parts.append(f"Output of your code{cut}:\n{report.output}")

@@ -11,7 +11,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from grader.report.model import Report, TierResult
+from grader.report.model import Report, TierResult, score_text
 
 _NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
@@ -51,8 +51,8 @@ def _suite(tier: TierResult) -> ET.Element:
             element = ET.SubElement(case, tag, message=clean(headline))
             element.text = clean(test.message + (f"\n\n{test.inputs}" if test.inputs else ""))
     _count(suite, suite.findall("testcase"))
-    suite.set("score", f"{tier.score:g}")
-    suite.set("max_score", f"{tier.max_score:g}")
+    suite.set("score", score_text(tier.score))
+    suite.set("max_score", score_text(tier.max_score))
     return suite
 
 

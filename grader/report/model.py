@@ -13,11 +13,11 @@ Two kinds of failure are kept apart on purpose:
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-REPORT_VERSION = "1.0"
+REPORT_VERSION = "2.0"  # 2.0: generic toy artifacts (tables, plots, data), same_error_as
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 Mode = Literal["run", "submit"]
@@ -44,6 +44,9 @@ class TestResult(BaseModel):
     hidden: bool = False  # hidden tests run on Submit only and never reveal their inputs
     inputs: str | None = None  # for visible failed tests: the inputs of the failing call
     duration_s: float = 0.0
+    # the id of an earlier test that failed with this very student error (type, message and
+    # line): readers show the first in full and count the rest; each keeps its own outcome
+    same_error_as: str | None = None
 
 
 class TierResult(BaseModel):
@@ -69,17 +72,38 @@ class GraderError(BaseModel):
     detail: str = ""
 
 
+class TableRow(BaseModel):
+    label: str
+    cells: list[float | str | None]  # None: not a finite number
+    muted: list[bool] = Field(default_factory=list)  # cells shown greyed (e.g. padding)
+
+
+class Table(BaseModel):
+    """A table of the toy's results, as the exercise's manifest declares it."""
+
+    name: str
+    title: str
+    caption: str = ""
+    columns: list[str] = Field(default_factory=list)
+    rows: list[TableRow] = Field(default_factory=list)
+    heatmap: bool = False  # colour the numbers on a diverging scale (e.g. a gradient matrix)
+
+
+class Plot(BaseModel):
+    """A plot the toy's data draws (the exercise's render_plots); where its image lives (a
+    URL, a file) is said beside the report, by whoever drew it."""
+
+    name: str
+    title: str
+    alt: str
+
+
 class Artifacts(BaseModel):
     """The toy experiment (T3) as run through the student's code."""
 
-    ratios: list[float | None] = Field(default_factory=list)  # [3]
-    loss: float | None = None
-    grad_matrix: list[list[float | None]] = Field(default_factory=list)  # [3, L]
-    mask: list[list[int]] = Field(default_factory=list)  # [3, L], which cells are valid tokens
-    row_labels: list[str] = Field(default_factory=list)
-    curves: dict[str, list[float | None]] = Field(default_factory=dict)
-    checks: dict[str, bool] = Field(default_factory=dict)
-    plots: dict[str, str] = Field(default_factory=dict)  # plot name -> URL or file path
+    tables: list[Table] = Field(default_factory=list)
+    plots: list[Plot] = Field(default_factory=list)
+    data: dict[str, Any] = Field(default_factory=dict)  # run_toy's result, JSON-ready
 
 
 class Timings(BaseModel):
@@ -90,7 +114,7 @@ class Timings(BaseModel):
 
 class Report(BaseModel):
     schema_version: str = REPORT_VERSION
-    exercise: str = "gspo"
+    exercise: str = ""  # the exercise's id
     mode: Mode = "submit"
     submission: str | None = None  # a file name (CLI) or a submission id (service)
     passed: bool
@@ -106,3 +130,24 @@ class Report(BaseModel):
     isolation: str = ""  # the sandbox level this grading ran under
     timings: Timings = Field(default_factory=Timings)
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+
+def score_text(value: float) -> str:
+    """A score as a person reads it: at most two decimals, no trailing zeros (45.43, 100).
+    The report keeps the exact value."""
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def repeated_errors(report: Report) -> dict[str, list[TestResult]]:
+    """For each test whose student error others repeat: those others (same_error_as)."""
+    repeats: dict[str, list[TestResult]] = {}
+    for tier in report.tiers:
+        for test in tier.tests:
+            if test.same_error_as is not None:
+                repeats.setdefault(test.same_error_as, []).append(test)
+    return repeats
+
+
+def more_text(count: int) -> str:
+    noun = "test" if count == 1 else "tests"
+    return f"and {count} more {noun} failed with this same error"

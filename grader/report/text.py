@@ -9,7 +9,14 @@ import os
 import textwrap
 from typing import TextIO
 
-from grader.report.model import Report, TestResult, TierResult
+from grader.report.model import (
+    Report,
+    TestResult,
+    TierResult,
+    more_text,
+    repeated_errors,
+    score_text,
+)
 
 MAX_OUTPUT_LINES = 40
 _CODES = {"green": "32", "red": "31", "yellow": "33", "bold": "1", "dim": "2"}
@@ -32,10 +39,11 @@ def render_text(report: Report, colour: bool = False) -> str:
     name = report.submission or "submission"
     lines = [style(f"gspo-grader: {name} ({report.mode})", "bold")]
     lines += _problems(report, style)
+    repeats = repeated_errors(report)
     for tier in report.tiers:
-        lines += _tier(tier, style)
+        lines += _tier(tier, style, repeats)
     verdict = style("PASSED", "green") if report.passed else style("FAILED", "red")
-    lines.append(f"Score: {report.score:g}/{report.max_score:g}  {verdict}")
+    lines.append(f"Score: {score_text(report.score)}/{score_text(report.max_score)}  {verdict}")
     lines += _output(report, style)
     return "\n".join(lines) + "\n"
 
@@ -53,17 +61,21 @@ def _problems(report: Report, style: _Style) -> list[str]:
     return lines
 
 
-def _tier(tier: TierResult, style: _Style) -> list[str]:
+def _tier(tier: TierResult, style: _Style, repeats: dict[str, list[TestResult]]) -> list[str]:
     mark = style("✔", "green") if tier.passed else style("✘", "red")
-    score = f"{tier.score:g}/{tier.max_score:g}"
+    score = f"{score_text(tier.score)}/{score_text(tier.max_score)}"
     lines = [f"{mark} {tier.id:<4}{tier.title:<40}{score:>10}"]
     for test in tier.tests:
-        if test.outcome in ("failed", "error"):
-            lines += _failure(test, style)
+        if test.outcome in ("failed", "error") and test.same_error_as is None:
+            lines += _failure(test, style, len(repeats.get(test.id, ())))
+    alike = sum(test.same_error_as is not None for test in tier.tests)
+    if alike:
+        noun = "test" if alike == 1 else "tests"
+        lines.append(f"    {style('-', 'red')} {alike} {noun} failed with the same error as above")
     return lines
 
 
-def _failure(test: TestResult, style: _Style) -> list[str]:
+def _failure(test: TestResult, style: _Style, repeated: int) -> list[str]:
     label = "grader error" if test.outcome == "error" else "failed"
     hidden = " (hidden test)" if test.hidden else ""
     lines = [f"    {style('-', 'red')} {test.name}{hidden} [{label}]"]
@@ -71,6 +83,8 @@ def _failure(test: TestResult, style: _Style) -> list[str]:
         lines.append(_indent(test.message, 6))
     if test.inputs:
         lines.append(style(_indent("inputs: " + test.inputs, 6), "dim"))
+    if repeated:
+        lines.append(style(_indent(f"... {more_text(repeated)}", 6), "dim"))
     return lines
 
 

@@ -2,16 +2,16 @@
 
     from grader.sandbox import open_student, Limits
 
-    with open_student(source_text) as student:
+    with open_student(source_text, functions=("f",)) as student:
         if student.load_error:                  # LoadError | None
             ...
-        loss = student.gspo_loss(logp, old_logp, adv, mask)
-        loss.backward()                         # gradients come back from the worker
+        y = student.f(x)                        # runs in the worker
+        y.sum().backward()                      # gradients come back from the worker
 
-The parts: `worker/` (runs inside the sandbox: wire, request loop), `proxy.py` and
-`remote_autograd.py` (the judge's side), `launch.py`, `pool.py`, `isolation.py` and
-`limits.py` (starting, confining and stopping workers). The exception tree is drawn in
-`errors.py`.
+The parts: `worker/` (runs inside the sandbox; `worker/contract.py` is what both sides
+agree on), `proxy.py` and `remote_autograd.py` (the judge's side of a call), `launch.py`,
+`zygote_client.py`, `handle.py` and `pool.py` (starting, holding and stopping workers),
+`isolation.py` (the levels and their words). The exception tree is drawn in `errors.py`.
 """
 
 from grader.sandbox.errors import (
@@ -23,9 +23,9 @@ from grader.sandbox.errors import (
     StudentTimeout,
 )
 from grader.sandbox.isolation import IsolationInfo, detect_isolation
-from grader.sandbox.limits import Limits
 from grader.sandbox.pool import WorkerPool
 from grader.sandbox.proxy import StudentProxy, open_student
+from grader.sandbox.worker.contract import Limits
 from grader.sandbox.worker.wire import WireError
 
 __all__ = [

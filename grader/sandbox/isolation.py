@@ -1,19 +1,19 @@
-"""What isolation this host offers, and the command line that wraps a worker at each level.
+"""What isolation this host offers, the command line that wraps a worker, and its words.
 
 Strongest first:
 
-    BWRAP     bubblewrap: pid, network, ipc, uts and mount namespaces; only the system, the
-              interpreter, the venv and the worker folder are visible, read-only; a private
-              tmpfs /tmp; a user namespace in which further user namespaces are disabled;
-              as root, an unprivileged uid per worker (60000 + slot) with no capabilities.
-    UNSHARE   util-linux unshare: pid, network, ipc, uts and mount namespaces, but the file
-              system is the host's (reads allowed wherever the worker uid may read).
-    RLIMITS   resource limits and (as root) an unprivileged uid only.
-    NONE      nothing: not a POSIX host.
+    BWRAP     bubblewrap: user, pid, network, ipc, uts and mount namespaces; only the system,
+              the interpreter, the venv and the worker folder are visible, read-only; a
+              private size-capped /tmp; no nested user namespaces; as root, a host uid per
+              worker (60000 + slot) with no capabilities.
+    RLIMITS   resource limits and (as root) a host uid per worker only: network and file
+              system visible. What a container without user namespaces can do.
+    NONE      a clean environment and nothing else (not Linux, or util-linux missing).
 
-Each level is probed once by actually running a trivial sandboxed interpreter, then cached.
-GSPO_GRADER_SANDBOX_REQUIRE=bwrap (or unshare, rlimits) makes starting a worker fail with
-IsolationError on a host that offers less.
+Each level is probed once by really running a trivial sandboxed interpreter, then cached.
+GSPO_GRADER_SANDBOX_REQUIRE=bwrap (or rlimits) makes starting a worker fail with
+IsolationError on a host that offers less; `describe()` is the one text of a level, used by
+doctor, /healthz and every report.
 """
 
 from __future__ import annotations
@@ -27,14 +27,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.sandbox.limits import Limits
+from grader.sandbox.worker.contract import INSIDE_UID, SANDBOX_WORKER_DIR, WAITS, WORKDIR, Limits
 
 REQUIRE_ENV = "GSPO_GRADER_SANDBOX_REQUIRE"
 LEVEL_ENV = "GSPO_GRADER_SANDBOX_LEVEL"  # cap the level used (tests and debugging)
-SANDBOX_WORKER_DIR = "/sandbox/worker"  # where bwrap mounts grader/sandbox/worker/
-SANDBOX_WORKDIR = "/tmp/work"  # the worker's private, empty working directory (bwrap)
-SANDBOX_INNER_UID = 65534  # "nobody": the uid the worker sees inside bwrap's user namespace
-PROBE_TIMEOUT_S = 30.0
 PROBE_UID = 59999  # an unused uid for the one-off probe when the judge is root
 # what the zygote keeps to confine a forked worker: namespaces and mounts, the uid drop,
 # emptying the bounding set (worker/confine.py); nothing else
@@ -46,7 +42,6 @@ class Level(enum.IntEnum):
 
     NONE = 0
     RLIMITS = 1
-    UNSHARE = 2
     BWRAP = 3
 
     @classmethod
@@ -67,14 +62,39 @@ class IsolationInfo:
     """The strongest level this host offers, the tool behind it, and each layer on or off."""
 
     level: Level
-    tool: str  # "bwrap 0.8.0", "unshare", "setpriv", "none"
-    details: str  # one line, e.g. "bwrap: user+pid+net+ipc+uts namespaces, uid 60000+slot..."
+    tool: str  # "bwrap 0.8.0", "prlimit+setpriv", "none"
+    details: str  # describe(level) for this host
     layers: dict[str, bool] = field(default_factory=dict)
     problems: tuple[str, ...] = ()  # why stronger levels were not available
+
+    @property
+    def weak(self) -> bool:
+        """Below bubblewrap: the grader says so loudly wherever it reports its isolation."""
+        return self.level < Level.BWRAP
 
 
 def running_as_root() -> bool:
     return os.geteuid() == 0
+
+
+def describe(level: Level, uid: int | None = None, forked: bool = False) -> str:
+    """The one text of a level, for one worker (`uid`: its host uid, None: the judge's) or,
+    with uid None and a root judge, for the host in general."""
+    if uid is not None:
+        who = f"uid {uid}, no capabilities"
+    elif running_as_root():
+        who = "uid 60000+slot, no capabilities"
+    else:
+        who = f"uid {os.geteuid()} (judge's)"
+    if level == Level.BWRAP:
+        head = "bwrap (zygote fork)" if forked else "bwrap"
+        return (
+            f"{head}: user+pid+net+ipc+uts+mount namespaces, {who}, uid {INSIDE_UID} inside, "
+            "no nested user namespaces, read-only system, private /tmp"
+        )
+    if level == Level.RLIMITS:
+        return f"RLIMITS ONLY: {who}, no namespaces: network and file system visible"
+    return f"NONE: no sandbox at all, {who}"
 
 
 def venv_python() -> str:
@@ -101,8 +121,8 @@ def minimal_env(home: str) -> dict[str, str]:
     }
 
 
-def _python_binds() -> list[tuple[str, str]]:
-    """(source, destination) pairs for the venv and interpreter prefixes, deduplicated."""
+def python_binds() -> list[tuple[str, str]]:
+    """(source, destination) pairs for the venv and interpreter prefixes, outermost only."""
     pairs: list[tuple[str, str]] = []
     for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
         dest = os.path.abspath(prefix)
@@ -117,27 +137,35 @@ def _python_binds() -> list[tuple[str, str]]:
     return kept
 
 
-def _bwrap_filesystem(worker_dir: str, tmpfs_bytes: int) -> list[str]:
-    """Read-only system + python, a size-capped private /tmp, the worker folder, /proc, /dev."""
+def read_only_view(binds: list[tuple[str, str]], tmpfs_bytes: int | None = None) -> list[str]:
+    """bwrap arguments: the system read-only, a private /tmp, then each (source, dest) bound
+    read-only below world-traversable parents (bwrap would copy a 0700 /root).
+
+    The tmpfs comes first: a venv below /tmp (a CI clone) is then bound on top of it."""
     argv = ["--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
         if os.path.islink(top):
             argv += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             argv += ["--ro-bind", top, top]
-    # the tmpfs comes first: a venv below /tmp (CI) is then bound on top of it, not hidden
-    argv += ["--perms", "1777", "--size", str(tmpfs_bytes), "--tmpfs", "/tmp"]
-    argv += ["--perms", "0777", "--dir", SANDBOX_WORKDIR, "--chdir", SANDBOX_WORKDIR]
-    made: set[str] = {"/tmp", SANDBOX_WORKDIR}
-    for src, dest in _python_binds():
+    size = [] if tmpfs_bytes is None else ["--size", str(tmpfs_bytes)]
+    argv += ["--perms", "1777", *size, "--tmpfs", "/tmp"]
+    made: set[str] = {"/tmp"}
+    for src, dest in binds:
         argv += [*_parent_dirs(dest, made), "--ro-bind", src, dest]
-    argv += _parent_dirs(SANDBOX_WORKER_DIR, made)
-    argv += ["--ro-bind", os.path.realpath(worker_dir), SANDBOX_WORKER_DIR]
+    return argv
+
+
+def _bwrap_filesystem(worker_dir: str, tmpfs_bytes: int) -> list[str]:
+    """The worker's view: read_only_view of python and the worker folder, /proc, /dev."""
+    binds = [*python_binds(), (os.path.realpath(worker_dir), SANDBOX_WORKER_DIR)]
+    argv = read_only_view(binds, tmpfs_bytes)
+    argv += ["--perms", "0777", "--dir", WORKDIR, "--chdir", WORKDIR]
     return [*argv, "--proc", "/proc", "--dev", "/dev"]
 
 
 def _parent_dirs(dest: str, made: set[str]) -> list[str]:
-    """World-traversable parents (bwrap would copy a 0700 /root), each created once."""
+    """World-traversable parents of `dest`, each created once."""
     argv: list[str] = []
     parent = Path(dest).parent
     for part in reversed([parent, *parent.parents][:-1]):
@@ -192,7 +220,7 @@ def wrap_command(
     uid: the host uid the worker runs as when the judge is root (None: the judge's own uid).
     workdir: the private working directory for the levels without bwrap.
     info_fd: an fd on which bwrap writes {"child-pid": N} (the pid namespace's init).
-    zygote: bwrap as root, keeping root and ZYGOTE_CAPS to confine the workers it forks.
+    zygote: bwrap keeping ZYGOTE_CAPS to confine the workers it forks.
     """
     env = [f"{k}={v}" for k, v in minimal_env("/tmp" if level == Level.BWRAP else workdir).items()]
     python = [_which("env"), "-i", "-C", workdir, *env, venv_python(), *python_args]
@@ -204,12 +232,6 @@ def wrap_command(
         bwrap = _bwrap_argv(limits, worker_dir, uid, env, zygote)
         return [*head, bwrap[0], *info, *bwrap[1:], venv_python(), *python_args]
     drop = _drop_to(uid) if uid is not None else [_which("setpriv"), "--pdeathsig=KILL", "--"]
-    if level == Level.UNSHARE:
-        unshare = [_which("unshare"), "--pid", "--fork", "--kill-child", "--net", "--ipc", "--uts"]
-        unshare += ["--mount", "--mount-proc", "--propagation", "private"]
-        if uid is None:
-            unshare.append("--map-current-user")
-        return [_which("setpriv"), "--pdeathsig=KILL", "--", *head, *unshare, "--", *drop, *python]
     return head + drop + python
 
 
@@ -223,7 +245,7 @@ def _bwrap_argv(limits, worker_dir: str, uid: int | None, env: list[str], zygote
     spaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
     spaces.append("--unshare-cgroup-try")
     userns = ["--unshare-user", "--disable-userns"]
-    userns += ["--uid", str(SANDBOX_INNER_UID), "--gid", str(SANDBOX_INNER_UID)]
+    userns += ["--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID)]
     fs = _bwrap_filesystem(worker_dir, limits.tmpfs_bytes)
     if zygote:  # root: the host's root; otherwise its own uid, capable in its own user ns
         caps = ["--cap-drop", "ALL"] + [arg for cap in ZYGOTE_CAPS for arg in ["--cap-add", cap]]
@@ -231,18 +253,8 @@ def _bwrap_argv(limits, worker_dir: str, uid: int | None, env: list[str], zygote
         return [_which("bwrap"), *spaces, *user, *common, *fs, *caps, "--"]
     if uid is None:
         return [_which("bwrap"), *spaces, *userns, *common, *fs, "--"]
-    inner = [
-        _which("bwrap"),
-        *userns,
-        "--die-with-parent",
-        "--bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--",
-    ]
-    return [_which("bwrap"), *spaces, *common, *fs, "--", *_drop_to(uid), *inner]
+    inner = [_which("bwrap"), *userns, "--die-with-parent", "--bind", "/", "/", "--dev", "/dev"]
+    return [_which("bwrap"), *spaces, *common, *fs, "--", *_drop_to(uid), *inner, "--"]
 
 
 def _closed_to_others(path: str) -> str | None:
@@ -256,8 +268,8 @@ def _closed_to_others(path: str) -> str | None:
 
 def probe(level: Level) -> str | None:
     """Run a trivial interpreter at `level`; None if it worked, else why not."""
-    tools = {Level.BWRAP: "bwrap", Level.UNSHARE: "unshare", Level.RLIMITS: "prlimit"}
-    missing = [t for t in (tools[level], "setpriv", "env") if shutil.which(t) is None]
+    tool = {Level.BWRAP: "bwrap", Level.RLIMITS: "prlimit"}[level]
+    missing = [t for t in (tool, "setpriv", "env") if shutil.which(t) is None]
     if missing:
         return f"{', '.join(missing)} not found on PATH"
     uid = PROBE_UID if running_as_root() else None
@@ -270,44 +282,30 @@ def probe(level: Level) -> str | None:
         level, Limits(), worker_dir=folder, python_args=python_args, uid=uid, workdir="/"
     )
     try:
-        done = subprocess.run(
-            argv, capture_output=True, timeout=PROBE_TIMEOUT_S, env={}, check=False
-        )
+        done = subprocess.run(argv, capture_output=True, timeout=WAITS.probe_s, env={}, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"{tools[level]} probe failed: {exc}"
+        return f"{tool} probe failed: {exc}"
     if done.returncode != 0:
         message = done.stderr.decode(errors="replace").strip().splitlines()
-        return f"{tools[level]} probe exited {done.returncode}: {(message or [''])[-1]}"
+        return f"{tool} probe exited {done.returncode}: {(message or [''])[-1]}"
     return None
 
 
 def _layers(level: Level, root: bool) -> dict[str, bool]:
     """Which protection is on at `level` (as tested in tests/grader/sandbox)."""
-    spaces = level >= Level.UNSHARE
+    bwrap = level >= Level.BWRAP
     return {
         "resource limits (rlimits)": level >= Level.RLIMITS,
         "unprivileged uid, no capabilities": level >= Level.RLIMITS and root,
-        "pid namespace (kill takes the whole tree)": spaces,
-        "network namespace (no network, loopback refused)": spaces,
-        "ipc and uts namespaces": spaces,
-        "private file system view (reference, tests, data invisible)": level >= Level.BWRAP,
-        "read-only system and venv": level >= Level.BWRAP,
-        "private size-capped /tmp": level >= Level.BWRAP,
-        "user namespace, nested user namespaces disabled": level >= Level.BWRAP,
-        "minimal environment (no secrets)": level >= Level.RLIMITS,
+        "pid namespace (kill takes the whole tree)": bwrap,
+        "network namespace (no network, loopback refused)": bwrap,
+        "ipc and uts namespaces": bwrap,
+        "private file system view (reference, tests, data invisible)": bwrap,
+        "read-only system and venv": bwrap,
+        "private size-capped /tmp": bwrap,
+        "user namespace, nested user namespaces disabled": bwrap,
+        "minimal environment (no secrets)": True,
     }
-
-
-def _details(level: Level, root: bool) -> str:
-    who = "uid 60000+slot, no capabilities" if root else "the judge's uid"
-    return {
-        Level.BWRAP: f"bwrap: user+pid+net+ipc+uts+mount namespaces, {who}, "
-        "uid 65534 inside, read-only system, private /tmp",
-        Level.UNSHARE: f"unshare: pid+net+ipc+uts+mount namespaces, {who}, "
-        "host file system visible",
-        Level.RLIMITS: f"rlimits only: {who}, no namespaces, network and file system visible",
-        Level.NONE: "none: no sandbox at all",
-    }[level]
 
 
 def _tool(level: Level) -> str:
@@ -316,15 +314,15 @@ def _tool(level: Level) -> str:
             [_which("bwrap"), "--version"], capture_output=True, text=True, check=False
         )
         return done.stdout.strip() or "bwrap"
-    return {Level.UNSHARE: "unshare", Level.RLIMITS: "prlimit+setpriv", Level.NONE: "none"}[level]
+    return {Level.RLIMITS: "prlimit+setpriv", Level.NONE: "none"}[level]
 
 
 @functools.cache
 def _detect(cap: Level) -> IsolationInfo:
     problems: list[str] = []
     found = Level.NONE
-    if os.name == "posix" and sys.platform.startswith("linux"):
-        for level in (Level.BWRAP, Level.UNSHARE, Level.RLIMITS):
+    if sys.platform.startswith("linux"):
+        for level in (Level.BWRAP, Level.RLIMITS):
             if level > cap:
                 problems.append(f"{level.name.lower()}: not tried (capped at {cap.name.lower()})")
                 continue
@@ -337,14 +335,14 @@ def _detect(cap: Level) -> IsolationInfo:
         problems.append(f"{sys.platform}: only Linux is supported by the sandbox")
     root = running_as_root()
     return IsolationInfo(
-        found, _tool(found), _details(found, root), _layers(found, root), tuple(problems)
+        found, _tool(found), describe(found), _layers(found, root), tuple(problems)
     )
 
 
 def detect_isolation(refresh: bool = False, cap: Level | None = None) -> IsolationInfo:
     """The strongest level this host offers, at most `cap` (probed once, then cached).
 
-    GSPO_GRADER_SANDBOX_LEVEL=unshare (or rlimits) also caps the level: to test fallbacks.
+    GSPO_GRADER_SANDBOX_LEVEL=rlimits also caps the level: to test the fallback.
     """
     cap_text = os.environ.get(LEVEL_ENV, "").strip()
     env_cap = Level.parse(cap_text) if cap_text else Level.BWRAP
@@ -370,6 +368,13 @@ def check_required(info: IsolationInfo, required: Level | None = None) -> None:
         )
 
 
+WEAK_WARNING = (
+    "WARNING: the sandbox runs on resource limits only: student code can see the network and "
+    "the file system. Install bubblewrap and allow user namespaces for full isolation "
+    "(docs/sandbox.md), or set GSPO_GRADER_SANDBOX_REQUIRE=bwrap to refuse to start."
+)
+
+
 def doctor_report(limits: Limits | None = None) -> str:
     """Human text for `gspo-grader doctor`: level, tool, each layer on or off, limits."""
     info = detect_isolation()
@@ -384,8 +389,7 @@ def doctor_report(limits: Limits | None = None) -> str:
         "Layers:",
     ]
     lines += [f"  [{'on ' if on else 'off'}] {name}" for name, on in info.layers.items()]
-    if info.level < Level.BWRAP:
-        lines.append("WARNING: weaker than bwrap; install bubblewrap for full isolation.")
+    lines += [WEAK_WARNING] if info.weak else []
     lines += [f"  not available: {problem}" for problem in info.problems]
     lines.append("Limits:")
     lines += [f"  {line}" for line in (limits or Limits.from_env()).describe()]

@@ -5,7 +5,7 @@ anything inside it. The pool keeps `size` idle workers started in the background
 any that die while waiting, and starts one on the spot when none is idle.
 
 Where the host offers the bwrap level, workers are forked from a zygote that has imported
-torch once (zygote.py): milliseconds per worker instead of seconds of CPU. When the zygote
+torch once (zygote_client.py): milliseconds per worker instead of seconds of CPU. When the zygote
 cannot answer, it is restarted, and after three failures in a row the pool spawns workers.
 """
 
@@ -16,15 +16,18 @@ import threading
 import time
 from pathlib import Path
 
-from grader.sandbox.launch import WORKER_DIR, WORKER_SCRIPT, WorkerProcess, start_worker
-from grader.sandbox.limits import Limits
-from grader.sandbox.zygote import Zygote, ZygoteError, started_zygote, zygote_possible
+from grader.sandbox.handle import WorkerHandle
+from grader.sandbox.launch import WORKER_DIR, WORKER_SCRIPT, start_worker
+from grader.sandbox.worker.contract import WAITS, Limits
+from grader.sandbox.zygote_client import (
+    ZygoteClient,
+    ZygoteError,
+    started_zygote,
+    zygote_possible,
+)
 
 log = logging.getLogger(__name__)
 _ZYGOTE_FAILURES_TOLERATED = 3
-
-_HEALTH_CHECK_S = 0.5  # how often idle workers are checked for having died
-_RETRY_AFTER_FAILURE_S = 2.0
 
 
 class WorkerPool:
@@ -38,9 +41,11 @@ class WorkerPool:
         worker_dir: str | Path = WORKER_DIR,
         script: str = WORKER_SCRIPT,
         zygote: bool | None = None,
+        refill: bool = True,
     ) -> None:
         """zygote: fork workers from a zygote (None: wherever the host allows it; never for
-        a worker other than the standard one)."""
+        a worker other than the standard one). refill=False: start `size` workers once and
+        no replacement (a one-shot grading); a worker asked for later starts on the spot."""
         if size < 0:
             raise ValueError(f"pool size must be >= 0, got {size}")
         self.size = size
@@ -48,18 +53,19 @@ class WorkerPool:
         self._start_args = {"worker_dir": worker_dir, "script": script}
         standard = Path(worker_dir) == WORKER_DIR and script == WORKER_SCRIPT
         self._want_zygote = standard and (zygote_possible() if zygote is None else zygote)
-        self._zygote: Zygote | None = None
+        self._zygote: ZygoteClient | None = None
         self._zygote_failures = 0
         self._zygote_lock = threading.Lock()
-        self._idle: list[WorkerProcess] = []
+        self._idle: list[WorkerHandle] = []
         self._starting = 0
+        self._to_start = size if not refill else None  # None: keep `size` idle forever
         self._closed = False
         self.last_error: BaseException | None = None  # why the last background start failed
         self._cond = threading.Condition()
         self._filler = threading.Thread(target=self._fill, name="gspo-worker-pool", daemon=True)
         self._filler.start()
 
-    def acquire(self) -> WorkerProcess:
+    def acquire(self) -> WorkerHandle:
         """A live worker nobody has used, its grading clock running; a replacement starts."""
         with self._cond:
             if self._closed:
@@ -109,6 +115,12 @@ class WorkerPool:
                 self._zygote.close()
 
     @property
+    def zygote_pid(self) -> int | None:
+        """The running zygote's launcher (None: none runs now), for operators and tests."""
+        with self._zygote_lock:
+            return self._zygote.pid if self._zygote is not None else None
+
+    @property
     def forks(self) -> bool:
         """Whether workers now come from a zygote (False: spawned)."""
         with self._zygote_lock:
@@ -120,7 +132,7 @@ class WorkerPool:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _take_live(self) -> WorkerProcess | None:
+    def _take_live(self) -> WorkerHandle | None:
         """Pop idle workers until a live one; dead ones are cleaned up, never handed out."""
         while self._idle:
             worker = self._idle.pop(0)
@@ -129,7 +141,7 @@ class WorkerPool:
             worker.kill()
         return None
 
-    def _start(self, arm_clock: bool) -> WorkerProcess:
+    def _start(self, arm_clock: bool) -> WorkerHandle:
         zygote = self._live_zygote()
         if zygote is not None:
             try:
@@ -145,7 +157,7 @@ class WorkerPool:
                 return worker
         return start_worker(self.limits, arm_clock=arm_clock, **self._start_args)
 
-    def _live_zygote(self) -> Zygote | None:
+    def _live_zygote(self) -> ZygoteClient | None:
         """The zygote, (re)started if it died; None once it failed too often or is off."""
         with self._zygote_lock:
             if not self._want_zygote:
@@ -170,13 +182,20 @@ class WorkerPool:
         while True:
             with self._cond:
                 self._drop_dead()
-                while not self._closed and len(self._idle) + self._starting >= self.size:
-                    self._cond.wait(_HEALTH_CHECK_S)
+                while not self._closed and not self._wants_more():
+                    self._cond.wait(WAITS.pool_health_check_s)
                     self._drop_dead()
                 if self._closed:
                     return
                 self._starting += 1
+                if self._to_start is not None:
+                    self._to_start -= 1
             self._start_one()
+
+    def _wants_more(self) -> bool:
+        if self._to_start is not None and self._to_start <= 0:
+            return False
+        return len(self._idle) + self._starting < self.size
 
     def _start_one(self) -> None:
         worker, failed = None, False
@@ -194,7 +213,7 @@ class WorkerPool:
             worker.kill()
         if failed:
             with self._cond:
-                self._cond.wait_for(lambda: self._closed, _RETRY_AFTER_FAILURE_S)
+                self._cond.wait_for(lambda: self._closed, WAITS.pool_retry_s)
 
     def _drop_dead(self) -> None:
         dead = [w for w in self._idle if not w.alive()]

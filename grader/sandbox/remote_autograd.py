@@ -78,27 +78,22 @@ class _NoDoubleBackward(torch.autograd.Function):
 
 @dataclass
 class EarlyVjp:
-    """A worker's answer to a backward sent along with its call (proxy.backward_ahead):
-    the gradients, or the StudentError that request met, for these output gradients."""
+    """What the worker answered, unasked, with a call: the gradient of the sum of its
+    outputs (all output gradients ones), or the StudentError computing it met."""
 
-    grad_outputs: list  # Tensor | None, what was sent
-    grads: object  # the reply's "grads", checked by check_grads when used
+    grads: object  # the reply's gradients, checked by check_grads when used
     error: BaseException | None
 
-    def answers(self, grad_outputs: list) -> bool:
-        """Whether backward asks for exactly what was sent (dtype, shape and bits)."""
-        if len(grad_outputs) != len(self.grad_outputs):
+
+def all_ones(grad_outputs: list) -> bool:
+    """Whether a backward asks for the gradient of the outputs' sum: every output gradient
+    present and exactly 1 everywhere (what `loss.backward()` and `y.sum().backward()` send)."""
+    for grad in grad_outputs:
+        if grad is None or grad.device.type == "meta" or not grad.dtype.is_floating_point:
             return False
-        return all(map(_same_tensor, grad_outputs, self.grad_outputs))
-
-
-def _same_tensor(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    if (a.dtype, a.shape, a.device) != (b.dtype, b.shape, b.device) or a.device.type == "meta":
-        return False
-    bits_a = a.detach().contiguous().reshape(-1).view(torch.uint8)
-    return torch.equal(bits_a, b.detach().contiguous().reshape(-1).view(torch.uint8))
+        if not bool((grad == 1).all()):
+            return False
+    return True
 
 
 def caller_device(tensors: list[torch.Tensor]) -> torch.device | None:

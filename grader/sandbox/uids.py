@@ -16,11 +16,11 @@ import threading
 import time
 
 from grader.sandbox import isolation
+from grader.sandbox.worker.contract import WAITS
 
 FIRST_SLOT_UID = 60000  # as root, worker n runs as uid 60000 + n (own RLIMIT_NPROC budget)
 SLOT_COUNT = 1000
 UID_LOCK_DIR = "/run/gspo-grader"
-SWEEP_DEADLINE_S = 5.0
 
 
 def _process_owners() -> dict[int, int]:
@@ -84,7 +84,7 @@ def lock_uid(uid: int) -> int | None:
 
 def sweep_uid(uid: int) -> None:
     """SIGKILL every process of `uid` until none is left (escapees of levels without pid ns)."""
-    deadline = time.monotonic() + SWEEP_DEADLINE_S
+    deadline = time.monotonic() + WAITS.sweep_s
     while (pids := pids_of(uid)) and time.monotonic() < deadline:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):

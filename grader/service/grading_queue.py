@@ -46,7 +46,9 @@ class GradingQueue:
     def waiting(self) -> int:
         return self._admitted - self._in_flight
 
-    async def grade(self, code: str, mode: str, owner: str | None = None) -> tuple[Report, float]:
+    async def grade(
+        self, code: str, mode: str, owner: str | None = None, name: str | None = None
+    ) -> tuple[Report, float]:
         """Grade `code`; return the report and the seconds the grader spent on it.
 
         owner: who asks (a student); one owner may hold at most `per_owner` places, so a
@@ -58,7 +60,8 @@ class GradingQueue:
                 self._in_flight += 1
                 try:
                     loop = asyncio.get_running_loop()
-                    return await loop.run_in_executor(self._executor, self._timed, code, mode)
+                    timed = self._timed
+                    return await loop.run_in_executor(self._executor, timed, code, mode, name)
                 finally:
                     self._in_flight -= 1
         finally:
@@ -85,7 +88,7 @@ class GradingQueue:
                 if left:
                     self._by_owner[owner] = left
 
-    def _timed(self, code: str, mode: str) -> tuple[Report, float]:
+    def _timed(self, code: str, mode: str, name: str | None) -> tuple[Report, float]:
         start = time.perf_counter()
-        report = self._grader.grade(code, mode=mode)
+        report = self._grader.grade(code, mode=mode, name=name)
         return report, time.perf_counter() - start

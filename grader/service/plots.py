@@ -19,7 +19,6 @@ left by a crash are removed when the renderer starts.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import logging
 import shutil
@@ -28,9 +27,10 @@ import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+from grader.exercise import Exercise, load_module
+
 log = logging.getLogger(__name__)
 
-PLOT_NAMES = ("curves", "grad_matrix", "token_vs_sequence")
 MAX_EAGER_PENDING = 4  # beyond this many renders in flight, draw only on request
 
 
@@ -43,29 +43,19 @@ def plot_url(report_id: str, name: str) -> str:
 
 
 def artifacts_key(result: dict) -> str:
-    """A digest of what the plots show (the plot URLs themselves excluded)."""
-    content = {k: v for k, v in result.items() if k != "plots"}
-    text = json.dumps(content, sort_keys=True, allow_nan=True)
+    """A digest of what the plots show."""
+    text = json.dumps(result, sort_keys=True, allow_nan=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def load_experiment(path: Path):
-    """Import experiment.py by path: it belongs to the exercise, not to an installed package."""
-    spec = importlib.util.spec_from_file_location("gspo_exercise_experiment", path)
-    if spec is None or spec.loader is None:
-        raise PlotError(f"cannot load the toy experiment from {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class PlotRenderer:
     """Draws each distinct set of artifacts once, in the background."""
 
-    def __init__(self, plots_dir: Path, experiment_path: Path, max_sets: int = 1000):
+    def __init__(self, plots_dir: Path, exercise: Exercise, max_sets: int = 1000):
         self.plots_dir = plots_dir
         self.max_sets = max_sets
-        self._experiment_path = experiment_path
+        self.names = tuple(plot.name for plot in exercise.plots)
+        self._exercise = exercise
         self._experiment = None
         self._lock = threading.Lock()
         self._pending: dict[str, Future] = {}
@@ -74,7 +64,7 @@ class PlotRenderer:
 
     @property
     def available(self) -> bool:
-        return self._experiment_path.is_file()
+        return bool(self.names) and self._exercise.experiment.is_file()
 
     def path(self, result: dict, name: str) -> Path:
         return self.plots_dir / artifacts_key(result) / f"{name}.png"
@@ -106,7 +96,7 @@ class PlotRenderer:
                 del self._pending[key]
 
     def _drawn(self, key: str) -> bool:
-        return all((self.plots_dir / key / f"{name}.png").is_file() for name in PLOT_NAMES)
+        return all((self.plots_dir / key / f"{name}.png").is_file() for name in self.names)
 
     def _render(self, key: str, result: dict) -> Path:
         final = self.plots_dir / key
@@ -116,7 +106,7 @@ class PlotRenderer:
         scratch.mkdir(parents=True)
         try:
             self._module().render_plots(result, scratch)
-            missing = [n for n in PLOT_NAMES if not (scratch / f"{n}.png").is_file()]
+            missing = [n for n in self.names if not (scratch / f"{n}.png").is_file()]
             if missing:
                 raise PlotError(f"render_plots did not write {', '.join(missing)}")
             shutil.rmtree(final, ignore_errors=True)
@@ -146,7 +136,8 @@ class PlotRenderer:
 
     def _module(self):
         if self._experiment is None:
-            self._experiment = load_experiment(self._experiment_path)
+            exercise = self._exercise
+            self._experiment = load_module(exercise.experiment, f"{exercise.id}_experiment")
         return self._experiment
 
 

@@ -20,9 +20,15 @@ class SubmitRequest(BaseModel):
     student: str = Field(min_length=1, max_length=64, pattern=STUDENT_PATTERN)
 
 
+PLOTS_FIELD = Field(
+    default_factory=dict, description="Plot name -> URL of its PNG (drawn after the verdict)."
+)
+
+
 class RunResponse(BaseModel):
     report_id: str
     report: Report
+    plots: dict[str, str] = PLOTS_FIELD
 
 
 class SubmissionView(BaseModel):
@@ -30,6 +36,7 @@ class SubmissionView(BaseModel):
     report_id: str
     student: str
     report: Report
+    plots: dict[str, str] = PLOTS_FIELD
 
 
 class SubmitResponse(SubmissionView):

@@ -32,7 +32,7 @@ class Settings(BaseSettings):
     data_dir: Path = Path("./data")
     database_url: str | None = None  # default: sqlite in data_dir
     web_dir: Path | None = None  # default: web/dist beside the grader package
-    pool_size: int = Field(2, ge=1, le=64)  # pre-started sandbox workers
+    pool_size: int = Field(2, ge=1, le=64)  # judge processes (each keeps a sandbox worker ready)
     max_concurrent: int = Field(2, ge=1, le=64)  # gradings in flight
     max_queue: int = Field(16, ge=0, le=10_000)  # gradings waiting for a slot
     max_per_student: int = Field(1, ge=1, le=64)  # a student's Submits admitted at once
@@ -76,12 +76,10 @@ class Settings(BaseSettings):
         return self.data_dir / "plots"
 
     def sandbox_limits(self):
-        """The sandbox limits from GSPO_GRADER_SANDBOX_*; None lets the grader use its defaults."""
-        try:
-            from grader.sandbox import Limits
-        except ImportError:  # the sandbox package is not installed yet
-            return None
-        return Limits.from_env() if hasattr(Limits, "from_env") else Limits()
+        """The sandbox limits, from GSPO_GRADER_SANDBOX_* (checked here, at start-up)."""
+        from grader.sandbox.worker.contract import Limits
+
+        return Limits.from_env()
 
 
 def load_settings(**overrides) -> Settings:

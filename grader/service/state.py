@@ -57,9 +57,7 @@ class ServiceState:
         self.grader = grader if grader is not None else build_grader(settings)
         self.store: Store = open_store(settings.resolved_database_url)
         self.metrics = Metrics()
-        self.plots = PlotRenderer(
-            settings.plots_dir, default_exercise().experiment, settings.plot_cache_sets
-        )
+        self.plots = PlotRenderer(settings.plots_dir, default_exercise(), settings.plot_cache_sets)
         self.run_cache = RunCache(settings.run_cache_size)
         self.queue = GradingQueue(
             self.grader, settings.max_concurrent, settings.max_queue, settings.max_per_student

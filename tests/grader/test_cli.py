@@ -69,6 +69,7 @@ def test_reference_exits_0_with_pure_json_and_every_output_file(tmp_path):
     assert json.loads(gradescope.read_text())["score"] == report["score"]
     assert ET.parse(junit).getroot().get("failures") == "0"
     toy = json.loads((artifacts / "toy.json").read_text())
+    assert toy == report["artifacts"]["data"]
     assert len(toy["ratios"]) == 3 and len(toy["grad_matrix"]) == 3
     for name in ("curves", "grad_matrix", "token_vs_sequence"):
         assert (artifacts / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from grader.exercise import REPO_ROOT
-from grader.report.model import Artifacts
+from grader.exercise import REPO_ROOT, default_exercise
+from grader.report import Table
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PLOT_NAMES = {"curves", "grad_matrix", "token_vs_sequence"}
@@ -126,11 +126,21 @@ def test_reference_log_ratio_sweep_is_flat_where_clipped(ref_result):
             assert slope == pytest.approx(0.0 if clipped else a * s)
 
 
-def test_result_is_strict_json_and_fits_the_report_artifacts(ref_result):
-    text = json.dumps(ref_result, allow_nan=False)
-    artifacts = Artifacts.model_validate(json.loads(text))
-    assert artifacts.ratios == pytest.approx([1.0, 1.5, 0.5])
-    assert artifacts.curves.keys() == ref_result["curves"].keys()
+def test_result_is_strict_json_with_every_table_the_manifest_declares(ref_result):
+    result = json.loads(json.dumps(ref_result, allow_nan=False))
+    declared = default_exercise().tables
+    assert set(result["tables"]) == {table.name for table in declared}
+    for spec in declared:
+        table = Table.model_validate({"name": spec.name, "title": spec.title,
+                                      **result["tables"][spec.name]})  # fmt: skip
+        assert all(len(row.cells) == len(table.columns) for row in table.rows), spec.name
+    matrix = result["tables"]["grad_matrix"]
+    assert matrix["heatmap"] and [row["muted"] for row in matrix["rows"]] == [
+        [False, False, True, True],
+        [False, False, False, True],
+        [False, False, False, False],
+    ]
+    assert result["tables"]["ratios"]["rows"][1]["cells"] == pytest.approx([1.5, 1.5])
 
 
 def test_run_toy_stays_within_the_call_budget_through_any_object(toy, ref_impl):
@@ -192,10 +202,10 @@ def assert_png(path):
     assert data.startswith(PNG_SIGNATURE) and len(data) > 20_000, path
 
 
-def test_render_plots_writes_three_pngs_from_report_artifacts(toy, ref_result, tmp_path):
-    artifacts = Artifacts.model_validate(ref_result).model_dump()  # no `expected`, `clip_eps`
-    paths = toy.render_plots(artifacts, tmp_path)
-    assert set(paths) == PLOT_NAMES
+def test_render_plots_draws_every_declared_plot_from_the_report_data(toy, ref_result, tmp_path):
+    data = {key: value for key, value in ref_result.items() if key != "tables"}
+    paths = toy.render_plots(json.loads(json.dumps(data)), tmp_path)
+    assert set(paths) == PLOT_NAMES == {plot.name for plot in default_exercise().plots}
     for name, path in paths.items():
         assert path == tmp_path / f"{name}.png"
         assert_png(path)

@@ -8,8 +8,6 @@ with a sentence instead of an unrelated TypeError inside the test code.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 from dataclasses import dataclass, replace
 
 import torch
@@ -113,9 +111,7 @@ def make_batch(
 def call_ratio(student, batch: Batch, weights: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Student's ratio [B] and d(sum(weights * ratio))/d logp [B, L] on fresh leaves."""
     logp = leaf(batch.logp)
-    seed = torch.ones(batch.B, dtype=logp.dtype) if weights is None else weights.to(logp.dtype)
-    with backward_ahead(student, seed):  # d sum(w * ratio) / d ratio = w
-        ratio = student.sequence_ratio(logp, batch.old_logp.clone(), batch.mask.clone())
+    ratio = student.sequence_ratio(logp, batch.old_logp.clone(), batch.mask.clone())
     expect_tensor(ratio, "sequence_ratio", (batch.B,), why=RATIO_WHY)
     grad = backward(ratio, logp, "sequence_ratio", weights)
     return ratio.detach(), grad
@@ -124,23 +120,15 @@ def call_ratio(student, batch: Batch, weights: Tensor | None = None) -> tuple[Te
 def call_loss(student, batch: Batch) -> tuple[Tensor, Tensor]:
     """Student's loss () and d loss / d logp [B, L] on fresh leaves."""
     logp = leaf(batch.logp)
-    with backward_ahead(student, torch.ones((), dtype=logp.dtype)):  # loss.backward()
-        loss = student.gspo_loss(
-            logp,
-            batch.old_logp.clone(),
-            batch.advantages.clone(),
-            batch.mask.clone(),
-            clip_eps=batch.clip_eps,
-        )
+    loss = student.gspo_loss(
+        logp,
+        batch.old_logp.clone(),
+        batch.advantages.clone(),
+        batch.mask.clone(),
+        clip_eps=batch.clip_eps,
+    )
     expect_tensor(loss, "gspo_loss", (), why=LOSS_WHY)
     return loss.detach(), backward(loss, logp, "gspo_loss")
-
-
-def backward_ahead(student, seed: Tensor):
-    """Through the sandbox, send the backward we are about to run (output gradient `seed`)
-    along with the call: one round trip instead of two. Anything else just runs the call."""
-    ahead = getattr(student, "backward_ahead", None)
-    return ahead([seed]) if callable(ahead) else contextlib.nullcontext()
 
 
 def backward(result: Tensor, logp: Tensor, name: str, weights: Tensor | None = None) -> Tensor:
@@ -160,37 +148,12 @@ def backward(result: Tensor, logp: Tensor, name: str, weights: Tensor | None = N
 
 def reference_ratio(reference, batch: Batch, weights: Tensor | None = None):
     """The reference's ratio and gradient computed in float64 from the same inputs."""
-    batch = batch.to(torch.float64)
-    key = ("sequence_ratio", *input_key(batch), input_key_part(weights))
-    return remembered(reference, key, lambda: call_ratio(reference, batch, weights))
+    return call_ratio(reference, batch.to(torch.float64), weights)
 
 
 def reference_loss(reference, batch: Batch):
-    batch = batch.to(torch.float64)
-    key = ("gspo_loss", *input_key(batch))
-    return remembered(reference, key, lambda: call_loss(reference, batch))
-
-
-def remembered(reference, key: tuple, compute) -> tuple[Tensor, Tensor]:
-    """compute() -> (value, gradient), once per judge process for each input when the
-    `reference` fixture can remember (the reference never changes); copies come back."""
-    remember = getattr(reference, "remember", None)
-    value, grad = remember(key, compute) if callable(remember) else compute()
-    return value.clone(), grad.clone()
-
-
-def input_key(batch: Batch) -> tuple:
-    """Everything a reference result depends on, as plain values and bytes."""
-    tensors = (batch.logp, batch.old_logp, batch.mask, batch.advantages)
-    return (*(input_key_part(t) for t in tensors), batch.clip_eps)
-
-
-def input_key_part(t: Tensor | None) -> tuple | None:
-    """dtype, shape and a digest of the bytes (a long batch holds ~100 KB)."""
-    if t is None:
-        return None
-    data = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
-    return (str(t.dtype), tuple(t.shape), hashlib.sha256(data).digest())
+    """The reference's loss and gradient computed in float64 from the same inputs."""
+    return call_loss(reference, batch.to(torch.float64))
 
 
 def ratio_batch(

@@ -2,7 +2,8 @@
 // student can compare what changed between two attempts.
 
 import { api } from "./api.js";
-import { formatNumber, h, replaceChildren } from "./dom.js";
+import { h, replaceChildren } from "./dom.js";
+import { points } from "./results.js";
 
 function when(isoDate) {
   const date = new Date(isoDate);
@@ -11,7 +12,7 @@ function when(isoDate) {
 }
 
 function entry(item, onOpen) {
-  const score = `${formatNumber(item.score)} / ${formatNumber(item.max_score)}`;
+  const score = `${points(item.score)} / ${points(item.max_score)}`;
   return h(
     "li",
     {},

@@ -5,7 +5,7 @@ import { api } from "./api.js";
 import { createEditor } from "./editor.js";
 import { h, replaceChildren } from "./dom.js";
 import { renderHistory } from "./history.js";
-import { showBusy, showError, showIdle, showReport } from "./results.js";
+import { points, showBusy, showError, showIdle, showReport } from "./results.js";
 import { renderStatement } from "./statement.js";
 import { storage } from "./storage.js";
 
@@ -82,8 +82,9 @@ async function grade(kind) {
   try {
     const response = await request(kind);
     done();
-    showReport(els.results, response.report);
-    els.status.textContent = `Graded: ${response.report.score} / ${response.report.max_score}`;
+    showReport(els.results, response.report, "", response.plots);
+    const { score, max_score: max } = response.report;
+    els.status.textContent = `Graded: ${points(score)} / ${points(max)}`;
     if (kind === "submit") refreshHistory();
   } catch (error) {
     done();
@@ -99,7 +100,7 @@ async function openSubmission(item, label) {
   try {
     const response = await api.submission(item.submission_id, storage.keyFor(studentName()));
     done();
-    showReport(els.results, response.report, `Submission of ${label}`);
+    showReport(els.results, response.report, `Submission of ${label}`, response.plots);
   } catch (error) {
     done();
     showError(els.results, error);

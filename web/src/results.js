@@ -15,7 +15,8 @@ const ERROR_TITLES = {
   output_limit: "Too much output",
 };
 const OUTCOME_MARK = { passed: "✓", failed: "✗", error: "!", skipped: "–" };
-const points = (value) => formatNumber(Math.round(value * 100) / 100);
+/** A score as people read it: at most two decimals (the report keeps the exact value). */
+export const points = (value) => String(Math.round(value * 100) / 100);
 
 /** The panel while a grading is in flight. */
 export function showBusy(panel, text) {
@@ -113,8 +114,10 @@ function verdict(report, caption) {
   );
 }
 
-function testItem(test) {
+function testItem(test, names, repeats) {
   const failed = test.outcome === "failed" || test.outcome === "error";
+  const first = test.same_error_as;
+  const more = repeats.get(test.id) || 0;
   return h(
     "li",
     { class: `test ${test.outcome}` },
@@ -126,8 +129,22 @@ function testItem(test) {
       h("span", { class: "outcome" }, test.outcome),
       test.hidden ? h("span", { class: "tag" }, "hidden") : null,
     ),
-    failed && test.message ? h("pre", { class: "message" }, test.message) : null,
-    failed && test.inputs && !test.hidden
+    failed && first
+      ? h(
+          "p",
+          { class: "muted same-error" },
+          `Failed with the same error as “${names.get(first) || first}”.`,
+        )
+      : null,
+    failed && test.message && !first ? h("pre", { class: "message" }, test.message) : null,
+    failed && more
+      ? h(
+          "p",
+          { class: "muted same-error" },
+          `… and ${more} more test${more === 1 ? "" : "s"} failed with this same error.`,
+        )
+      : null,
+    failed && test.inputs && !test.hidden && !first
       ? h(
           "div",
           { class: "inputs" },
@@ -138,7 +155,8 @@ function testItem(test) {
   );
 }
 
-function tierRow(tier) {
+function tierRow(tier, names, repeats) {
+  const item = (test) => testItem(test, names, repeats);
   const notRun = tier.tests.length === 0;
   const status = notRun ? "not run" : tier.passed ? "passed" : "failed";
   const failing = tier.tests.filter((t) => t.outcome === "failed" || t.outcome === "error");
@@ -154,13 +172,13 @@ function tierRow(tier) {
   const body = [
     tier.description ? h("p", { class: "muted" }, tier.description) : null,
     notRun ? h("p", { class: "muted" }, "This tier runs on Submit.") : null,
-    failing.length ? h("ul", { class: "tests" }, failing.map(testItem)) : null,
+    failing.length ? h("ul", { class: "tests" }, failing.map(item)) : null,
     others.length
       ? h(
           "details",
           { class: "passed-tests" },
           h("summary", {}, `${others.length} other test${others.length === 1 ? "" : "s"}`),
-          h("ul", { class: "tests" }, others.map(testItem)),
+          h("ul", { class: "tests" }, others.map(item)),
         )
       : null,
   ];
@@ -201,15 +219,34 @@ function outputBlock(report) {
   );
 }
 
-/** Render a Report (grader/report/model.py) into the panel. */
-export function showReport(panel, report, caption = "") {
+/** Test names by id, and how many later tests repeat each test's error (same_error_as). */
+function errorGroups(tiers) {
+  const names = new Map();
+  const repeats = new Map();
+  for (const test of tiers.flatMap((tier) => tier.tests)) {
+    names.set(test.id, test.name);
+    if (test.same_error_as) {
+      repeats.set(test.same_error_as, (repeats.get(test.same_error_as) || 0) + 1);
+    }
+  }
+  return { names, repeats };
+}
+
+/** Render a Report (grader/report/model.py) into the panel; plotUrls come beside it. */
+export function showReport(panel, report, caption = "", plotUrls = {}) {
+  const tiers = report.tiers || [];
+  const { names, repeats } = errorGroups(tiers);
   replaceChildren(
     panel,
     submissionError(report.submission_error),
     graderError(report.grader_error),
     verdict(report, caption),
-    h("ol", { class: "tiers", "aria-label": "Tiers" }, (report.tiers || []).map(tierRow)),
-    toySection(report.artifacts),
+    h(
+      "ol",
+      { class: "tiers", "aria-label": "Tiers" },
+      tiers.map((tier) => tierRow(tier, names, repeats)),
+    ),
+    toySection(report.artifacts, plotUrls),
     metricsList(report.metrics),
     outputBlock(report),
   );

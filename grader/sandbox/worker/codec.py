@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .contract import WireLimits
+
 DTYPES: dict[str, torch.dtype] = {
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
@@ -59,19 +61,6 @@ class WireClosed(WireError):
 
 class WireTimeout(WireError):
     """The deadline passed before a whole frame arrived or left."""
-
-
-@dataclass(frozen=True)
-class WireLimits:
-    """Caps checked before allocating, so a forged header costs the receiver nothing."""
-
-    max_header_bytes: int = 1 << 20
-    max_message_bytes: int = 64 << 20  # header + every payload
-    max_elements: int = 1 << 26  # per tensor, meta tensors included
-    max_dims: int = 8
-    max_tensors: int = 4096
-    max_depth: int = 12  # nesting of lists / tuples / dicts, the frame's own envelope included
-    max_str_chars: int = 512 << 10
 
 
 @dataclass(frozen=True)

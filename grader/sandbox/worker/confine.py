@@ -22,6 +22,8 @@ from __future__ import annotations
 import ctypes
 import os
 
+from .contract import EXIT_CHILD_FAILED, INSIDE_UID, WORKDIR
+
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
@@ -33,8 +35,6 @@ MS_BIND, MS_REC, MS_PRIVATE = 4096, 1 << 14, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 CAP_LAST = 63  # PR_CAPBSET_DROP fails with EINVAL past the kernel's last capability
 _CAPABILITY_V3 = 0x20080522
-INSIDE_UID = 65534  # "nobody": the uid the worker sees inside its user namespace
-WORKDIR = "/tmp/work"
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -67,7 +67,7 @@ def die_with_parent(parent: int | None) -> None:
     """
     _prctl(PR_SET_PDEATHSIG, 9, "parent-death signal")
     if parent is not None and os.getppid() != parent:
-        os._exit(70)
+        os._exit(EXIT_CHILD_FAILED)
 
 
 def enter_namespaces(tmpfs_bytes: int, keep: tuple[str, ...] = ()) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import resource
 
-# Limits field -> the rlimits it sets (see docs/sandbox-seam.md)
+# Limits field -> the rlimits it sets
 _FIELDS = {
     "memory_bytes": ("RLIMIT_AS", "RLIMIT_DATA"),
     "processes": ("RLIMIT_NPROC",),

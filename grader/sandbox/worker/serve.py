@@ -1,9 +1,11 @@
 """The worker's request loop: one request frame in, one reply frame out, until EOF or `exit`.
 
-Requests (dicts; any of them may carry "release": [call ids] to drop kept graphs first):
+Requests (dicts; any of them may carry "release": [call ids] to drop kept graphs first;
+every reply carries "cpu_s", the CPU time this process has used, for the judge's metrics):
     {"op": "load", "source", "filename", "functions"}  -> {"ok", "load_error"}
     {"op": "call", "id", "name", "args", "kwargs", "grad"}
-        -> {"ok": True, "result", "mutated": [[input index, tensor]], "grad_outputs": [pos]}
+        -> {"ok": True, "result", "mutated": [[input index, tensor]], "grad_outputs": [pos],
+            "sum_grads": [tensor | None] or "sum_error": {...}}
     {"op": "backward", "id", "grad_outputs": [tensor | None]} -> {"ok": True, "grads": [...]}
     {"op": "release", "ids": [...]}  -> {"ok": True}
     {"op": "exit"}                   -> no reply; the worker exits 0
@@ -11,23 +13,25 @@ A failure in student code replies {"ok": False, "error": {"type_name", "message"
 "traceback"}}. Every reply echoes the request's "seq", so the judge notices a frame that
 student code wrote to the channel itself. The first frame the worker sends, unasked, is
 {"op": "ready", ...}.
+
+A call whose outputs require grad also answers, unasked, the gradient of their sum
+("sum_grads"): most tests backpropagate a loss (`loss.backward()`) or a sum, and the judge
+then needs no second round trip. A backward with any other output gradient asks as usual.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import socket
 import sys
+import time
 
 import torch
 
-from . import calls, rlimits, student
+from . import calls, student
 from .codec import WireClosed, WireError, WireLimits, encode
+from .contract import EXIT_OUT_OF_MEMORY, Op
 from .wire import Channel, Frame
-
-EXIT_OUT_OF_MEMORY = 86  # the launcher words this status as "killed: memory limit reached"
 
 
 class Worker:
@@ -42,13 +46,13 @@ class Worker:
         self.graphs.release(msg.get("release") or [])
         op = msg.get("op")
         try:
-            if op == "load":
+            if op == Op.LOAD:
                 return self.load(msg)
-            if op == "call":
+            if op == Op.CALL:
                 return self.call(msg, frame)
-            if op == "backward":
+            if op == Op.BACKWARD:
                 return {"ok": True, "grads": self.graphs.vjp(msg["id"], msg["grad_outputs"])}
-            if op == "release":
+            if op == Op.RELEASE:
                 self.graphs.release(msg.get("ids") or [])
                 return {"ok": True}
         except BaseException as exc:  # student code (sys.exit included fails one call only)
@@ -67,9 +71,21 @@ class Worker:
         inputs = calls.prepare_inputs(frame, msg["args"], msg["kwargs"])
         result, mutated = calls.run_call(fn, inputs, bool(msg.get("grad", True)))
         graph, positions = calls.graph_of(result, inputs)
+        reply = {"ok": True, "result": result, "mutated": mutated, "grad_outputs": positions}
         if graph is not None:
             self.graphs.keep(msg["id"], graph)
-        return {"ok": True, "result": result, "mutated": mutated, "grad_outputs": positions}
+            reply.update(self.sum_grads(msg["id"], graph))
+        return reply
+
+    def sum_grads(self, call_id: int, graph: calls.Graph) -> dict:
+        """The gradient of the sum of the outputs, or the student's error computing it."""
+        if not all(o.dtype.is_floating_point for o in graph.outputs):
+            return {}
+        ones = [torch.ones_like(o) for o in graph.outputs]
+        try:
+            return {"sum_grads": self.graphs.vjp(call_id, ones)}
+        except BaseException as exc:  # raised to the judge only if it asks for this backward
+            return {"sum_error": student.describe_exception(exc, self.filename)}
 
 
 def _worker_error(message: str) -> dict:
@@ -81,20 +97,21 @@ def _send_reply(channel: Channel, worker: Worker, msg: dict, reply: dict) -> Non
     try:
         frame = encode(reply, channel.limits)
     except Exception as exc:  # WireError, or a hostile tensor subclass raising in encode
-        if msg.get("op") == "call":
+        if msg.get("op") == Op.CALL:
             worker.graphs.release([msg.get("id")])
         name = msg.get("name", "the function")
         reason = student.cap_text(student.safe_str(exc), 2000)
         text = f"{name} returned a value the grader cannot carry back: {reason}"
         error = {"type_name": "TypeError", "message": text, "line": None, "traceback": ""}
-        frame = encode({"ok": False, "error": error, "seq": msg.get("seq")}, channel.limits)
+        failed = {"ok": False, "error": error, "seq": msg.get("seq"), "cpu_s": reply["cpu_s"]}
+        frame = encode(failed, channel.limits)
     channel.send_frame(frame)
 
 
 def serve(sock: socket.socket, limits: WireLimits | None = None) -> int:
     """Answer requests until the judge closes the channel; returns the exit status."""
     channel = Channel(sock, limits)
-    channel.send({"op": "ready", "pid": os.getpid(), "torch": torch.__version__})
+    channel.send({"op": Op.READY, "pid": os.getpid(), "torch": torch.__version__})
     worker = Worker()
     while True:
         try:
@@ -102,9 +119,9 @@ def serve(sock: socket.socket, limits: WireLimits | None = None) -> int:
         except WireClosed:
             return 0
         msg = frame.value
-        if not isinstance(msg, dict) or msg.get("op") == "exit":
+        if not isinstance(msg, dict) or msg.get("op") == Op.EXIT:
             return 0 if isinstance(msg, dict) else 2
-        reply = {**worker.handle(msg, frame), "seq": msg.get("seq")}
+        reply = {**worker.handle(msg, frame), "seq": msg.get("seq"), "cpu_s": time.process_time()}
         try:
             _send_reply(channel, worker, msg, reply)
         except WireClosed:
@@ -121,48 +138,3 @@ def serve_guarded(sock: socket.socket, limits: WireLimits | None = None) -> int:
     except WireError as exc:
         print(f"worker: bad request frame: {exc}", file=sys.stderr)
         return 2
-
-
-def wire_limits(limits: dict) -> WireLimits:
-    """The wire's caps, as the launcher's Limits set them (defaults where absent)."""
-    base = WireLimits()
-    return WireLimits(
-        max_message_bytes=int(limits.get("max_message_bytes") or base.max_message_bytes),
-        max_elements=int(limits.get("max_tensor_elements") or base.max_elements),
-    )
-
-
-def warm_up() -> None:
-    """Pay torch's lazy imports now, not in the student's first timed call.
-
-    `torch.autograd.grad` with explicit grad_outputs imports sympy on first use (about 1 s
-    here). One scalar, single-threaded op: no thread pool starts.
-    """
-    leaf = torch.zeros((), requires_grad=True)
-    torch.autograd.grad([leaf * 2], [leaf], [torch.ones(())], allow_unused=True)
-
-
-def warm_up_meta() -> None:
-    """The first op on a meta tensor imports torch._dynamo and more (seconds). Every submit
-    grading sends meta tensors (T0 checks the device), so main() pays it at start-up, while
-    the worker waits in the pool, not in a student's timed call."""
-    torch.empty(1, device="meta") + 1
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="gspo-worker", description="sandboxed GSPO worker")
-    parser.add_argument("--limits", default="{}", help="the launcher's Limits as JSON")
-    parser.add_argument("--fd", type=int, default=3, help="the connected socket's descriptor")
-    parser.add_argument("--zygote", action="store_true", help="fork workers (see zygote.py)")
-    args = parser.parse_args(argv)
-    limits = json.loads(args.limits)
-    torch.set_num_threads(1)  # no intra-op pool: a pre-started worker stays cheap
-    warm_up()
-    warm_up_meta()
-    if args.zygote:  # each forked worker applies its own limits once confined
-        from . import zygote
-
-        return zygote.run(args.fd)
-    rlimits.apply(limits)
-    sock = socket.socket(fileno=args.fd)
-    return serve_guarded(sock, wire_limits(limits))

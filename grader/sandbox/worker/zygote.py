@@ -23,22 +23,28 @@ import gc
 import json
 import os
 import select
+import signal
 import socket
 import sys
 
 from . import confine, rlimits, serve
+from .contract import (
+    CHANNEL_FD,
+    EXIT_CHILD_FAILED,
+    EXIT_CONFINE_FAILED,
+    WAITS,
+    Limits,
+    Op,
+)
 
-_CONTROL_FD = 3
-_CONFINE_TIMEOUT_S = 10.0
 _MAX_REQUEST_BYTES = 64 * 1024
-EXIT_CONFINE_FAILED = 71
 
 
-def run(control_fd: int = _CONTROL_FD) -> int:
+def run(control_fd: int = CHANNEL_FD) -> int:
     """Serve fork requests until the judge closes the control socket."""
     control = socket.socket(fileno=control_fd)
     gc.freeze()  # keep the collector from touching (and so copying) the shared pages
-    control.sendall(json.dumps({"op": "ready", "pid": os.getpid()}).encode())
+    control.sendall(json.dumps({"op": Op.READY, "pid": os.getpid()}).encode())
     while True:
         _reap_monitors()
         try:
@@ -58,7 +64,7 @@ def run(control_fd: int = _CONTROL_FD) -> int:
 def _answer(data: bytes, fds: list[int], control: socket.socket) -> tuple[dict, list[int]]:
     try:
         request = json.loads(data)
-        if request.get("op") != "fork" or len(fds) != 4:
+        if request.get("op") != Op.FORK or len(fds) != 4:
             raise ValueError(f"bad request {request.get('op')!r} with {len(fds)} descriptors")
         pid = _fork_worker(request, fds, control)
         return {"ok": True, "pid": pid}, [os.pidfd_open(pid)]
@@ -94,7 +100,7 @@ def _fork_worker(request: dict, fds: list[int], control: socket.socket) -> int:
     finally:
         os.close(report_r)
     if not text.isdigit():
-        os.kill(monitor, 9)
+        os.kill(monitor, signal.SIGKILL)
         raise OSError(text or "the monitor ended before the worker was confined")
     return int(text)
 
@@ -102,7 +108,7 @@ def _fork_worker(request: dict, fds: list[int], control: socket.socket) -> int:
 def _read_report(fd: int) -> str:
     """Everything written on `fd` until EOF or the confinement deadline."""
     chunks = []
-    while select.select([fd], [], [], _CONFINE_TIMEOUT_S)[0]:
+    while select.select([fd], [], [], WAITS.confine_s)[0]:
         chunk = os.read(fd, 4096)
         if not chunk:
             break
@@ -112,13 +118,13 @@ def _read_report(fd: int) -> str:
 
 def _exit_after(body) -> None:
     """Run `body` in a forked child and leave with os._exit: never return into the loop."""
-    status = 70
+    status = EXIT_CHILD_FAILED
     try:
         status = body()
     except BaseException as exc:  # reported, then the child ends
         os.write(2, f"zygote child: {type(exc).__name__}: {exc}\n".encode())
     finally:
-        os._exit(status if isinstance(status, int) else 70)
+        os._exit(status if isinstance(status, int) else EXIT_CHILD_FAILED)
 
 
 def _monitor(request: dict, fds: list[int], report_w: int, control: socket.socket) -> int:
@@ -189,7 +195,8 @@ def _serve(limits: dict) -> int:
     """The serving process (pid 2): limits on, then the same loop as a spawned worker."""
     confine.set_dumpable(True)
     rlimits.apply(limits)
-    return serve.serve_guarded(socket.socket(fileno=3), serve.wire_limits(limits))
+    wire = Limits.from_mapping(limits).wire()
+    return serve.serve_guarded(socket.socket(fileno=CHANNEL_FD), wire)
 
 
 def _reap_until(server: int) -> int:
@@ -199,7 +206,7 @@ def _reap_until(server: int) -> int:
         try:
             pid, status = os.waitpid(-1, 0)
         except ChildProcessError:
-            return 70
+            return EXIT_CHILD_FAILED
         if pid == server:
             if os.WIFSIGNALED(status):
                 return 128 + os.WTERMSIG(status)

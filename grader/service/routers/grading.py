@@ -24,7 +24,7 @@ from grader.service.deps import (
 )
 from grader.service.grading_queue import OwnerBusy, QueueFull
 from grader.service.metrics import outcome_of
-from grader.service.plots import PLOT_NAMES, plot_url
+from grader.service.plots import plot_url
 from grader.service.schemas import RunRequest, RunResponse, SubmitRequest, SubmitResponse
 from grader.service.state import ServiceState
 from grader.service.store import Submission
@@ -35,12 +35,13 @@ router = APIRouter(prefix="/api", tags=["grading"])
 @router.post("/run", response_model=RunResponse)
 async def run(body: RunRequest, service: Service) -> RunResponse:
     """Grade the visible tiers; nothing is stored."""
-    report = await grade(service, body.code, "run")
     report_id = new_id()
-    attach_plots(service, report_id, report)
+    report = await grade(service, body.code, "run")
     service.run_cache.put(report_id, report)
     schedule_plots(service, report)
-    return RunResponse(report_id=report_id, report=report)
+    return RunResponse(
+        report_id=report_id, report=report, plots=plot_urls(service, report_id, report)
+    )
 
 
 @router.post("/submit", response_model=SubmitResponse)
@@ -53,12 +54,10 @@ async def submit(
     known_hash = service.store.student_key_hash(body.student)
     if known_hash is not None and not key_matches(x_student_key, known_hash):
         raise HTTPException(403, forbidden_message(body.student))
-    report = await grade(service, body.code, "submit", owner=body.student)
+    submission_id, report_id = new_id(), new_id()
+    report = await grade(service, body.code, "submit", owner=body.student, name=submission_id)
     if known_hash is None:
         x_student_key = claim_name(service, body.student, x_student_key)
-    submission_id, report_id = new_id(), new_id()
-    report.submission = submission_id
-    attach_plots(service, report_id, report)
     await asyncio.to_thread(
         service.store.add_submission,
         submission_record(submission_id, report_id, body, report),
@@ -70,6 +69,7 @@ async def submit(
         student=body.student,
         student_key=x_student_key or "",
         report=report,
+        plots=plot_urls(service, report_id, report),
     )
 
 
@@ -89,7 +89,9 @@ def submission_record(
     )
 
 
-async def grade(service: ServiceState, code: str, mode: str, owner: str | None = None) -> Report:
+async def grade(
+    service: ServiceState, code: str, mode: str, owner: str | None = None, name: str | None = None
+) -> Report:
     """Grade through the bounded queue; 503 when the grader is cold or the queue is full,
     429 when `owner` already has as many gradings waiting as one student may."""
     check_code_size(service, code)
@@ -97,7 +99,7 @@ async def grade(service: ServiceState, code: str, mode: str, owner: str | None =
     if not service.ready:
         raise HTTPException(503, "The grader is still starting; try again shortly.", retry)
     try:
-        report, seconds = await service.queue.grade(code, mode, owner)
+        report, seconds = await service.queue.grade(code, mode, owner, name)
     except QueueFull:
         service.metrics.observe_rejected()
         raise HTTPException(503, "The grading queue is full; try again shortly.", retry) from None
@@ -137,12 +139,13 @@ def forbidden_message(student: str) -> str:
     return f"The name {student!r} is taken; send its student key in X-Student-Key."
 
 
-def attach_plots(service: ServiceState, report_id: str, report: Report) -> None:
-    """Fill in the plot URLs before the verdict goes out; the PNGs are drawn afterwards."""
-    if report.artifacts is not None and service.plots.available:
-        report.artifacts.plots = {name: plot_url(report_id, name) for name in PLOT_NAMES}
+def plot_urls(service: ServiceState, report_id: str, report: Report) -> dict[str, str]:
+    """Where the report's plots will be: they are drawn after the verdict goes out."""
+    if report.artifacts is None or not service.plots.available:
+        return {}
+    return {plot.name: plot_url(report_id, plot.name) for plot in report.artifacts.plots}
 
 
 def schedule_plots(service: ServiceState, report: Report) -> None:
-    if report.artifacts is not None and report.artifacts.plots:
-        service.plots.schedule(report.artifacts.model_dump(mode="json"), eager=True)
+    if report.artifacts is not None and report.artifacts.plots and service.plots.available:
+        service.plots.schedule(report.artifacts.data, eager=True)

@@ -14,7 +14,7 @@ from fastapi.responses import FileResponse
 
 from grader.report import Report
 from grader.service.deps import Service, is_id
-from grader.service.plots import PLOT_NAMES, PlotError
+from grader.service.plots import PlotError
 from grader.service.state import ServiceState
 
 router = APIRouter(prefix="/api/reports", tags=["reports"])
@@ -26,12 +26,13 @@ router = APIRouter(prefix="/api/reports", tags=["reports"])
     responses={200: {"content": {"image/png": {}}}},
 )
 async def plot(report_id: str, name: str, service: Service) -> FileResponse:
-    if name not in PLOT_NAMES:
-        raise HTTPException(404, f"There is no plot named {name!r}; try {', '.join(PLOT_NAMES)}.")
+    names = service.plots.names
+    if name not in names:
+        raise HTTPException(404, f"There is no plot named {name!r}; try {', '.join(names)}.")
     report = find_report(service, report_id)
     if report.artifacts is None or not report.artifacts.plots:
         raise HTTPException(404, "This report has no toy experiment results to plot.")
-    result = report.artifacts.model_dump(mode="json")
+    result = report.artifacts.data
     path = service.plots.path(result, name)
     if not path.is_file():
         await wait_for_render(service, result)

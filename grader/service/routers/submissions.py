@@ -12,6 +12,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 
 from grader.report import Report
 from grader.service.deps import Service, StudentKey, is_id, is_instructor, key_matches
+from grader.service.routers.grading import plot_urls
 from grader.service.schemas import SubmissionItem, SubmissionList, SubmissionView
 
 router = APIRouter(prefix="/api/submissions", tags=["submissions"])
@@ -58,9 +59,11 @@ def get_submission(
         key_hash = service.store.student_key_hash(record.student) or ""
         if not key_matches(x_student_key, key_hash):
             raise unknown
+    report = Report.model_validate_json(record.report_json)
     return SubmissionView(
         submission_id=record.submission_id,
         report_id=record.report_id,
         student=record.student,
-        report=Report.model_validate_json(record.report_json),
+        report=report,
+        plots=plot_urls(service, record.report_id, report),
     )

@@ -6,14 +6,18 @@ D (a test that kills the judge process), E (slow calls that exhaust the grading'
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from judge_helpers import build_exercise
 
-from grader.exercise import REPO_ROOT, refresh_catalog
+from grader.exercise import REPO_ROOT, default_exercise, refresh_catalog
 from grader.judge import Grader
-from grader.judge.inventory import collect_tiers
+from grader.judge import client as judge_client
+from grader.judge.engine import inventory
 from grader.judge.registry import TierRegistryError
 from grader.sandbox import Limits
+from grader.sandbox.worker.contract import WAITS
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
@@ -230,9 +234,8 @@ def test_a_dying_judge_is_a_grader_error_and_is_replaced(grader):
 
 
 def test_a_judge_that_does_not_answer_in_time_is_a_timeout(grader, monkeypatch):
-    import grader.judge.runner as runner
-
-    monkeypatch.setattr(runner, "JUDGE_MARGIN_S", 1.0 - 2 * LIMITS.grading_wall_seconds)
+    margin = 1.0 - 2 * LIMITS.grading_wall_seconds  # the judge gets 1 s in all
+    monkeypatch.setattr(judge_client, "WAITS", dataclasses.replace(WAITS, judge_margin_s=margin))
     report = grader.grade(SLOW, tiers=["E"])  # a 2.5 s call against a 1 s outer limit
     assert report.submission_error is not None and report.submission_error.kind == "timeout"
     assert "stopped" in report.submission_error.message
@@ -243,11 +246,11 @@ def test_unknown_or_missing_tier_marker_is_a_clear_collection_error(tmp_path, us
     tests = {"test_x.py": 'import pytest\n\n@pytest.mark.tier("T9")\ndef test_x():\n    pass\n'}
     use_exercise(build_exercise(tmp_path / "unknown", TIERS, tests))
     with pytest.raises(TierRegistryError) as error:
-        collect_tiers()
+        inventory(default_exercise())
     for words in ("test_x.py::test_x", "'T9'", "A, B, C, D, E"):
         assert words in str(error.value)
     use_exercise(
         build_exercise(tmp_path / "missing", TIERS, {"test_y.py": "def test_y():\n    pass\n"})
     )
     with pytest.raises(TierRegistryError, match=r"test_y.py::test_y: no tier marker"):
-        collect_tiers()
+        inventory(default_exercise())

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader.exercise import REPO_ROOT
+from grader.exercise import REPO_ROOT, default_exercise
 from grader.judge import Grader, load_tiers
 from grader.sandbox import Limits
 
@@ -35,10 +35,11 @@ def test_reference_passes_every_tier_on_submit(grader):
     report = grader.grade(REFERENCE, mode="submit", filename="reference.py")
     assert report.grader_error is None and report.submission_error is None
     assert report.passed and report.score == report.max_score
-    assert [t.id for t in report.tiers] == [t.id for t in load_tiers()]
+    assert [t.id for t in report.tiers] == [t.id for t in load_tiers(default_exercise().tiers_file)]
     assert all(test.outcome == "passed" for test in all_tests(report))
     assert any(test.hidden for test in all_tests(report))
-    assert report.artifacts is not None and len(report.artifacts.ratios) == 3
+    assert report.artifacts is not None and len(report.artifacts.data["ratios"]) == 3
+    assert [table.name for table in report.artifacts.tables] == ["grad_matrix", "ratios", "checks"]
     assert report.isolation and report.metrics["student_calls"] > 0
     assert report.timings.total_s > 0 and report.mode == "submit"
 
@@ -47,7 +48,7 @@ def test_run_mode_leaves_hidden_tests_out(grader):
     report = grader.grade(REFERENCE, mode="run")
     assert report.passed and report.mode == "run"
     assert all_tests(report) and not any(test.hidden for test in all_tests(report))
-    visible = [t for t in load_tiers() if t.visibility == "visible"]
+    visible = [t for t in load_tiers(default_exercise().tiers_file) if t.visibility == "visible"]
     assert report.max_score == sum(t.points for t in visible)
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from grader.judge.grading import TestRecord, tier_results
 from grader.judge.registry import Tier
-from grader.judge.summary import TestRecord, tier_result, tier_results
 from grader.judge.verdicts import GRADER_FAULT, SubmissionNotLoaded, judge_exception
 from grader.sandbox import StudentError, StudentTimeout
 
@@ -65,8 +65,14 @@ def test_long_messages_are_cut():
 TIER = Tier("T1", "Reference compare", "", 30.0, "visible", 1)
 
 
-def record(outcome, hidden=False, tier_id="T1", inputs="f(x)"):
-    return TestRecord(tier_id, f"t_{outcome}", "name", hidden, outcome, "why", inputs)
+def record(outcome, hidden=False, tier=TIER, inputs="f(x)", same_as=None, name="t"):
+    return TestRecord(tier, f"{name}_{outcome}", "name", hidden, outcome, "why", inputs,
+                      same_as=same_as)  # fmt: skip
+
+
+def tier_result(tier, records):
+    (result,) = tier_results([tier], records)
+    return result
 
 
 def test_tier_score_is_points_times_share_of_graded_tests():
@@ -88,3 +94,17 @@ def test_tiers_without_selected_tests_are_left_out():
     t0 = Tier("T0", "Contract", "", 10.0, "visible", 0)
     results = tier_results([t0, TIER], [record("passed")])
     assert [r.id for r in results] == ["T1"]
+
+
+def test_tests_failing_with_one_student_error_point_to_the_first_across_tiers():
+    t0 = Tier("T0", "Contract", "", 10.0, "visible", 0)
+    same = ("NotImplementedError", "not written yet", 37)
+    records = [
+        record("failed", tier=t0, same_as=same, name="a"),
+        record("failed", tier=t0, same_as=("ValueError", "other", 3), name="b"),
+        record("failed", same_as=same, name="c"),
+        record("failed", name="d"),  # an assertion: never grouped
+    ]
+    contract, compare = tier_results([t0, TIER], records)
+    assert [t.same_error_as for t in contract.tests] == [None, None]
+    assert [t.same_error_as for t in compare.tests] == ["a_failed", None]

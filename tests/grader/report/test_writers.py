@@ -139,3 +139,48 @@ def test_text_puts_a_submission_error_first():
     error = SubmissionError(kind="syntax_error", message="invalid syntax", line=3, detail="^")
     text = render_text(Report(passed=False, score=0, max_score=0, submission_error=error))
     assert text.splitlines()[1] == "Submission error [syntax_error] (line 3): invalid syntax"
+
+
+def thirds_report() -> Report:
+    """Scores that are not round, and three tests failing with one student error."""
+    error = "NotImplementedError: not written yet (gspo.py, line 37)"
+    tests = [
+        TestResult(id="a.py::one", name="one", outcome="failed", message=error),
+        TestResult(
+            id="a.py::two", name="two", outcome="failed", message=error, same_error_as="a.py::one"
+        ),
+        TestResult(id="a.py::three", name="three", outcome="passed"),
+    ]
+    tier = TierResult(
+        id="T0", title="Contract", passed=False, score=10 / 3, max_score=10, tests=tests
+    )
+    alike = TestResult(
+        id="b.py::x", name="x", outcome="failed", message=error, same_error_as="a.py::one"
+    )
+    t1 = TierResult(id="T1", title="Compare", passed=False, score=0, max_score=10, tests=[alike])
+    return Report(submission="s.py", passed=False, score=10 / 3, max_score=20, tiers=[tier, t1])
+
+
+def test_scores_show_at_most_two_decimals_while_the_report_keeps_them_exact():
+    report = thirds_report()
+    assert report.score == 10 / 3
+    assert "Score: 3.33/20  FAILED" in render_text(report)
+    assert gradebook_csv([report]).splitlines()[1].split(",")[2:5] == ["3.33", "20", "3.33"]
+    results = gradescope_results(report)
+    assert results["score"] == 3.33 and "3.33 / 20" in results["output"]
+
+
+def test_repeated_student_errors_are_shown_once_then_counted():
+    report = thirds_report()
+    text = render_text(report)
+    assert text.count("NotImplementedError: not written yet") == 1
+    assert "... and 2 more tests failed with this same error" in text
+    assert "1 test failed with the same error as above" in text
+    tests = gradescope_results(report)["tests"]
+    assert len(tests) == 4 and tests[0]["output"].endswith(
+        "and 2 more tests failed with this same error"
+    )
+    assert tests[1]["output"] == "Failed with the same error as test a.py::one."
+    assert tests[1]["status"] == "failed"  # each test keeps its own entry and outcome
+    root = ET.fromstring(junit_xml(report).split("\n", 1)[1])
+    assert root.get("failures") == "3"

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from grader.sandbox.handle import WorkerHandle
 from grader.sandbox.isolation import Level, detect_isolation
-from grader.sandbox.launch import WorkerProcess, start_worker
-from grader.sandbox.limits import GIB, KIB, MIB, Limits
+from grader.sandbox.launch import start_worker
 from grader.sandbox.uids import pids_of
+from grader.sandbox.worker.contract import GIB, KIB, MIB, Limits
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -70,9 +71,9 @@ def time_guard(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @pytest.fixture
-def workers() -> Iterator[list[WorkerProcess]]:
+def workers() -> Iterator[list[WorkerHandle]]:
     """Workers a test starts: killed at teardown, and none of their processes may survive."""
-    started: list[WorkerProcess] = []
+    started: list[WorkerHandle] = []
     yield started
     for worker in started:
         worker.kill()
@@ -82,10 +83,10 @@ def workers() -> Iterator[list[WorkerProcess]]:
 
 
 @pytest.fixture
-def start(workers: list[WorkerProcess], small_limits: Limits):
-    """start(**kwargs) -> WorkerProcess with the small limits, registered for teardown."""
+def start(workers: list[WorkerHandle], small_limits: Limits):
+    """start(**kwargs) -> WorkerHandle with the small limits, registered for teardown."""
 
-    def _start(**kwargs) -> WorkerProcess:
+    def _start(**kwargs) -> WorkerHandle:
         kwargs.setdefault("limits", small_limits)
         worker = start_worker(**kwargs)
         workers.append(worker)
@@ -114,7 +115,7 @@ def wait_until(predicate, timeout: float, step: float = 0.02) -> bool:
     return predicate()
 
 
-def read_all_output(worker: WorkerProcess, timeout: float = 5.0) -> tuple[str, bool]:
+def read_all_output(worker: WorkerHandle, timeout: float = 5.0) -> tuple[str, bool]:
     """Output until the worker has exited (or the timeout), joined across take_output calls."""
     parts, truncated = [], False
     deadline = time.monotonic() + timeout

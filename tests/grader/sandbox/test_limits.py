@@ -10,8 +10,9 @@ import signal
 
 import pytest
 
-from grader.sandbox import StudentCrash, launch, open_student
-from grader.sandbox.limits import GIB, MIB, Limits, LimitsError
+from grader.sandbox import StudentCrash, open_student
+from grader.sandbox.handle import describe_signal
+from grader.sandbox.worker.contract import GIB, MIB, Limits, LimitsError
 
 pytestmark = pytest.mark.usefixtures("time_guard")
 
@@ -117,7 +118,7 @@ def test_outside_rlimits_reach_the_worker_before_its_own_code(tmp_path, start, k
     ],
 )
 def test_signals_are_described_in_plain_words(signum, cpu_used, words):
-    assert launch._describe_signal(signum, cpu_used, Limits(cpu_seconds=10)) == words
+    assert describe_signal(signum, cpu_used, Limits(cpu_seconds=10)) == words
 
 
 @pytest.mark.sandbox

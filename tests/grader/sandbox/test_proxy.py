@@ -225,68 +225,62 @@ def test_in_place_mutation_is_mirrored(student):
     assert torch.equal(x, torch.full((2, 3), 3.0)) and x._version > version
 
 
-def test_a_backward_sent_ahead_answers_the_backward_without_a_round_trip(student, reference):
+def test_the_gradient_of_a_loss_comes_with_the_call(student, reference):
+    """loss.backward() sends output gradient 1: the worker answered it with the call."""
     (lp, old, adv, mask), (lp_ref, old_ref, adv_ref, mask_ref) = inputs()
-    with student.backward_ahead([torch.ones((), dtype=torch.float32)]):
-        loss = student.gspo_loss(lp, old, adv, mask)
-    requests = student._seq
+    loss = student.gspo_loss(lp, old, adv, mask)
+    requests = student.requests
     loss.backward()
-    assert student._seq == requests  # the answer was already there
+    assert student.requests == requests
     reference.gspo_loss(lp_ref, old_ref, adv_ref, mask_ref).backward()
     assert torch.equal(lp.grad, lp_ref.grad) and old.grad is None
 
 
-def test_other_output_gradients_ask_the_worker_as_usual(student, reference):
+def test_the_gradient_of_a_sum_comes_with_the_call_too(student, reference):
     (lp, old, _, mask), (lp_ref, old_ref, _, mask_ref) = inputs(B=3, L=5)
-    with student.backward_ahead([torch.ones(3)]):
-        ratio = student.sequence_ratio(lp, old, mask)
-    requests = student._seq
+    ratio = student.sequence_ratio(lp, old, mask)
+    requests = student.requests
+    ratio.sum().backward()
+    assert student.requests == requests
+    reference.sequence_ratio(lp_ref, old_ref, mask_ref).sum().backward()
+    assert torch.equal(lp.grad, lp_ref.grad)
+
+
+def test_other_output_gradients_ask_the_worker(student, reference):
+    (lp, old, _, mask), (lp_ref, old_ref, _, mask_ref) = inputs(B=3, L=5)
+    ratio = student.sequence_ratio(lp, old, mask)
+    requests = student.requests
     weights = torch.tensor([1.0, -2.0, 0.5])
     ratio.backward(weights)
-    assert student._seq == requests + 1
+    assert student.requests == requests + 1
     reference.sequence_ratio(lp_ref, old_ref, mask_ref).backward(weights)
     assert torch.equal(lp.grad, lp_ref.grad)
 
 
-def test_a_failing_backward_sent_ahead_fails_where_backward_runs(student):
+def test_a_failing_backward_fails_where_backward_runs(student):
     x = torch.ones(3, requires_grad=True)
-    with student.backward_ahead([torch.ones(())]):
-        total = student.fragile_sum(x)  # the call itself succeeds
+    total = student.fragile_sum(x)  # the call itself succeeds
     with pytest.raises(StudentError, match="no gradient here"):
         total.backward()
+    assert student.shout("still here") == "still here"
 
 
-def test_a_failing_call_with_a_backward_ahead_leaves_the_channel_in_step(student):
-    restarts = student.restarts
-    ahead = student.backward_ahead([torch.ones(())])
-    with pytest.raises(StudentError, match="ZeroDivisionError"), ahead:
-        student.boom(7)
-    assert student.shout("still here") == "still here" and student.restarts == restarts
-
-
-def test_call_many_gives_what_the_calls_give_one_by_one(student, reference):
-    batches = [inputs(B=B, L=6) for B in (1, 3, 5)]
-    losses = student.call_many("gspo_loss", [(remote, {"clip_eps": 0.1}) for remote, _ in batches])
-    for loss, (remote, local) in zip(losses, batches, strict=True):
-        expected = reference.gspo_loss(*local, clip_eps=0.1)
-        assert torch.equal(loss.detach(), expected.detach())
-        loss.backward()
-        expected.backward()
-        assert torch.equal(remote[0].grad, local[0].grad)
-
-
-def test_call_many_raises_the_first_failure_and_the_worker_goes_on(student):
-    assert student.call_many("picky", [((1,), {}), ((3,), {})]) == [10, 30]
-    restarts = student.restarts
-    with pytest.raises(StudentError, match="not two"):
-        student.call_many("picky", [((1,), {}), ((2,), {}), ((3,), {}), ((2,), {})])
-    assert student.call_many("picky", [((4,), {})]) == [40] and student.restarts == restarts
-
-
-def test_call_many_on_a_shared_tensor_mirrors_each_change_before_the_next_call(student):
-    x = torch.ones(2)
-    student.call_many("scale_in_place", [((x,), {}), ((x,), {"factor": 3.0})])
-    assert torch.equal(x, torch.full((2,), 6.0))
+def test_a_function_that_timed_out_twice_is_not_run_again():
+    """The first call waits call_wall_seconds, the next retry_wall_seconds, then no more:
+    code that never returns gets its verdict in seconds. Other functions still run."""
+    limits = LIMITS.replace(call_wall_seconds=2, retry_wall_seconds=1)
+    with open_student(SOURCE, functions=FUNCTIONS, limits=limits) as proxy:
+        errors, waits = [], []
+        for _ in range(3):
+            began = time.monotonic()
+            with pytest.raises(StudentTimeout) as info:
+                proxy.spin()
+            errors.append(str(info.value))
+            waits.append(time.monotonic() - began)
+        assert "within 2 s" in errors[0] and "within 1 s" in errors[1], errors
+        assert "not run: spin timed out earlier in this grading" in errors[2]
+        assert waits[2] < 0.5 and proxy.restarts == 1, waits  # no worker started for it
+        assert proxy.shout(3) == 3 and proxy.restarts == 2
 
 
 def test_student_exception_has_student_lines_only(student):
@@ -324,7 +318,7 @@ def test_timeout_kills_the_worker_and_the_next_call_recovers(student):
         student.spin()
     assert info.value.kind == "timeout" and "4 s" in str(info.value)
     with pytest.raises(StudentCrash, match="graph is gone"):
-        loss.backward()
+        loss.backward(torch.tensor(2.0))  # not the gradient that came with the call
     assert torch.equal(student.ratio_and_loss(lp, old, adv, mask)[1], loss.detach())
     assert student.restarts == restarts + 1
 
@@ -340,7 +334,8 @@ def test_os_exit_is_a_crash_and_the_next_call_recovers(student):
 
 def test_syntax_error_reported_with_line_and_caret_through_a_pool():
     source = "import torch\n\ndef sequence_ratio(logp, old_logp, mask):\n    return (logp\n"
-    with WorkerPool(0, LIMITS) as pool, open_student(source, pool=pool) as bad:
+    functions = ("sequence_ratio", "gspo_loss")
+    with WorkerPool(0, LIMITS) as pool, open_student(source, functions=functions, pool=pool) as bad:
         error = bad.load_error
         assert error is not None and error.kind == "syntax_error" and error.line == 4
         assert "^" in error.detail and "submission.py" in error.message
@@ -352,7 +347,8 @@ def test_syntax_error_reported_with_line_and_caret_through_a_pool():
 
 def test_missing_function_is_named():
     source = "def sequence_ratio(logp, old_logp, mask):\n    return logp\n"
-    with open_student(source, limits=LIMITS) as partial:
+    functions = ("sequence_ratio", "gspo_loss")
+    with open_student(source, functions=functions, limits=LIMITS) as partial:
         error = partial.load_error
         assert error is not None and error.kind == "missing_function"
         assert "gspo_loss" in error.message and "sequence_ratio" not in error.message

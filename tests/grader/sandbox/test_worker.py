@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.sandbox.worker import MAIN_PATH
+from grader.sandbox.launch import WORKER_DIR, WORKER_SCRIPT
 from grader.sandbox.worker.wire import Channel
 
 pytestmark = pytest.mark.sandbox
@@ -34,7 +34,8 @@ class Worker:
 
     def __init__(self, limits: dict) -> None:
         judge_end, worker_end = socket.socketpair()
-        argv = [sys.executable, "-I", "-B", str(MAIN_PATH), "--fd", str(worker_end.fileno())]
+        main = str(WORKER_DIR / WORKER_SCRIPT)
+        argv = [sys.executable, "-I", "-B", main, "--fd", str(worker_end.fileno())]
         argv += ["--limits", json.dumps(limits)]
         self.process = subprocess.Popen(argv, pass_fds=[worker_end.fileno()])
         worker_end.close()
@@ -42,8 +43,11 @@ class Worker:
         self.ready = self.channel.recv(time.monotonic() + READY_S).value
 
     def request(self, msg: dict) -> dict:
+        """The reply, without its CPU time (checked here: every reply carries it)."""
         self.channel.send(msg, time.monotonic() + REPLY_S)
-        return self.channel.recv(time.monotonic() + REPLY_S).value
+        reply = self.channel.recv(time.monotonic() + REPLY_S).value
+        assert isinstance(reply.pop("cpu_s"), float)
+        return reply
 
     def load(self, source: str, functions=FUNCTIONS, filename: str = "submission.py") -> dict:
         msg = {"op": "load", "source": source, "filename": filename, "functions": functions}

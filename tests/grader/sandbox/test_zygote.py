@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 
 import pytest
 
 from grader.sandbox import StudentCrash, WorkerPool, open_student
-from grader.sandbox.launch import WorkerProcess
-from grader.sandbox.zygote import ForkedWorker, ZygoteError, zygote_possible
+from grader.sandbox.zygote_client import ZygoteClient, ZygoteError, zygote_possible
 
 pytestmark = [
     pytest.mark.sandbox,
@@ -41,7 +41,7 @@ def forking_pool(small_limits):
 def _call(pool, source: str, *args):
     """f(*args) in a fresh worker of `pool`; (result or exception, the worker used)."""
     with open_student(source, functions=("f",), pool=pool) as student:
-        worker = student._worker
+        worker = student.worker
         try:
             return student.f(*args), worker
         except Exception as exc:
@@ -70,8 +70,9 @@ def f():
 
 def test_a_submission_leaves_nothing_the_next_one_can_see(forking_pool, kit):
     pid, first = _call(forking_pool, LEAVE_BEHIND)
-    assert isinstance(first, ForkedWorker) and pid == 2  # pid 1 is the worker's own init
-    assert kit.pids_of(first.uid) == []  # the daemon it forked died with its namespace
+    assert first.forked and pid == 2  # pid 1 is the worker's own init
+    # the daemon it forked dies with its namespace (the worker is ended in the background)
+    assert kit.wait_until(lambda: kit.pids_of(first.uid) == [], 10)
     seen, _ = _call(forking_pool, LOOK_AROUND)
     seen = json.loads(_text_of(seen))
     assert seen["tmp"] == sorted({"work", *_python_folders_in_tmp()})  # no left-behind file
@@ -127,7 +128,7 @@ def test_the_cpu_limit_stops_a_forked_worker_and_says_so(small_limits):
     limits = small_limits.replace(cpu_seconds=1.0, call_wall_seconds=20.0)
     with WorkerPool(0, limits, zygote=True) as pool:
         outcome, worker = _call(pool, "def f():\n    while True:\n        pass\n")
-    assert isinstance(worker, ForkedWorker)
+    assert worker.forked
     assert isinstance(outcome, StudentCrash), outcome
     assert outcome.description == "killed: CPU time limit"
 
@@ -138,25 +139,26 @@ def test_a_dead_zygote_is_replaced_and_grading_goes_on(small_limits, kit):
     with WorkerPool(0, small_limits, zygote=True) as pool:
         result, _ = _call(pool, "def f(x):\n    return x + 1\n", 1)
         assert result == 2
-        pool._zygote._process.kill(reason="test")  # as if the OOM killer took it
-        result, worker = _call(pool, "def f(x):\n    return x + 1\n", 1)
-        assert result == 2 and isinstance(worker, ForkedWorker)
+        os.kill(pool.zygote_pid, signal.SIGKILL)  # as if the OOM killer took it
+        result, _ = _call(pool, "def f(x):\n    return x + 1\n", 1)  # may spawn, once
+        assert result == 2
+        result, worker = _call(pool, "def f(x):\n    return x + 1\n", 2)
+        assert result == 3 and worker.forked  # a new zygote forked it
         assert pool.forks
 
 
 def test_a_zygote_that_refuses_falls_back_to_spawning(small_limits, monkeypatch):
     if not zygote_possible():
         pytest.skip("no zygote on this host")
+
+    def refuse(*args, **kwargs):
+        raise ZygoteError("sandbox zygote: refused (test)")
+
+    monkeypatch.setattr(ZygoteClient, "fork_worker", refuse)
     with WorkerPool(0, small_limits, zygote=True) as pool:
-        zygote = pool._live_zygote()
-
-        def refuse(*args, **kwargs):
-            raise ZygoteError("sandbox zygote: refused (test)")
-
-        monkeypatch.setattr(zygote, "fork_worker", refuse)
         for _ in range(3):
             worker = pool.acquire()
-            assert type(worker) is WorkerProcess  # spawned, not forked
+            assert not worker.forked  # spawned instead
             worker.kill()
         assert not pool.forks  # three refusals in a row: the pool stops asking
         assert "refused" in str(pool.last_error)
@@ -167,8 +169,8 @@ def test_forking_a_worker_takes_milliseconds(forking_pool, capsys):
     seconds = []
     for _ in range(5):
         started = time.monotonic()
-        worker = forking_pool._start(arm_clock=False)
-        assert worker.has_spoken(timeout=30)
+        worker = forking_pool.acquire()
+        assert worker.forked and worker.has_spoken(timeout=30)
         seconds.append(time.monotonic() - started)
         worker.kill()
     seconds.sort()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 import warnings
@@ -14,6 +15,7 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
     from fastapi.testclient import TestClient
 
+from grader.exercise import Exercise, default_exercise
 from grader.service import create_app, load_settings
 from grader.service.plots import PlotRenderer
 
@@ -35,10 +37,12 @@ def settings_for(tmp_path):
 
 
 @pytest.fixture
-def fake_experiment(tmp_path) -> Path:
-    path = tmp_path / "fake_experiment.py"
-    path.write_text(FAKE_EXPERIMENT)
-    return path
+def fake_experiment(tmp_path) -> Exercise:
+    """The root exercise, with a toy whose plots are tiny PNGs drawn at once."""
+    folder = tmp_path / "exercise"
+    folder.mkdir()
+    (folder / "experiment.py").write_text(FAKE_EXPERIMENT)
+    return dataclasses.replace(default_exercise(), root=folder)
 
 
 @pytest.fixture

@@ -11,7 +11,9 @@ import struct
 import threading
 import zlib
 
-from grader.report import Artifacts, Report, SubmissionError, TierResult
+from grader.report import Artifacts, Plot, Report, SubmissionError, TierResult
+
+PLOT_NAMES = ("curves", "grad_matrix", "token_vs_sequence")  # the root exercise's
 
 
 def tiny_png(width: int = 1) -> bytes:
@@ -40,7 +42,7 @@ RENDERS = []
 def render_plots(result, out_dir):
     RENDERS.append(result)
     out = {}
-    for name in ("curves", "grad_matrix", "token_vs_sequence"):
+    for name in ("curves", "grad_matrix", "token_vs_sequence"):  # PLOT_NAMES
         path = Path(out_dir) / f"{name}.png"
         path.write_bytes(tiny_png(len(result["ratios"])))
         out[name] = path
@@ -71,7 +73,7 @@ class FakeGrader:
     def close(self) -> None:
         self.closed = True
 
-    def grade(self, code: str, mode: str = "submit", filename: str = "submission.py") -> Report:
+    def grade(self, code: str, mode: str = "submit", **request) -> Report:
         with self._lock:
             self.calls.append((code, mode))
         if self.grade_gate is not None:
@@ -89,7 +91,9 @@ def fake_report(code: str, mode: str) -> Report:
         TierResult(id=t, title=t, passed=ok, score=10 if ok else 0, max_score=10) for t in tier_ids
     ]
     loss = -0.1 - 0.01 * code.count("!")  # extra "!" in a comment: other toy results
-    artifacts = Artifacts(ratios=[1.0, 1.5, 0.5], loss=loss) if ok else None
+    plots = [Plot(name=name, title=name, alt=f"the {name} plot") for name in PLOT_NAMES]
+    data = {"ratios": [1.0, 1.5, 0.5], "loss": loss}
+    artifacts = Artifacts(plots=plots, data=data) if ok else None
     score = sum(t.score for t in tiers)
     return Report(
         passed=ok,

@@ -223,7 +223,7 @@ def test_metrics_count_gradings_by_outcome(make_client):
 def test_plots_are_served_as_png_for_run_and_submit(make_client):
     client, _ = make_client()
     for response in (client.post("/api/run", json={"code": REFERENCE}), submit(client)):
-        plots = response.json()["report"]["artifacts"]["plots"]
+        plots = response.json()["plots"]
         assert set(plots) == {"curves", "grad_matrix", "token_vs_sequence"}
         for url in plots.values():
             image = client.get(url)
@@ -311,7 +311,7 @@ def test_identical_toy_results_are_drawn_once(make_client):
     second = client.post("/api/run", json={"code": REFERENCE + "\n# same toy results\n"}).json()
     assert first["report_id"] != second["report_id"]
     for body in (first, second):
-        assert client.get(body["report"]["artifacts"]["plots"]["curves"]).status_code == 200
+        assert client.get(body["plots"]["curves"]).status_code == 200
     renders = client.app.state.service.plots._module().RENDERS
     assert len(renders) == 1 and renders[0]["ratios"] == [1.0, 1.5, 0.5]
 
@@ -322,7 +322,7 @@ def test_the_plot_cache_keeps_a_bounded_number_of_sets_and_redraws_on_request(ma
     reports = [client.post("/api/run", json={"code": REFERENCE}).json()]
     for variant in ("\n# !", "\n# !!"):  # the fake's toy result counts the "!"
         reports.append(client.post("/api/run", json={"code": REFERENCE + variant}).json())
-    urls = [body["report"]["artifacts"]["plots"]["curves"] for body in reports]
+    urls = [body["plots"]["curves"] for body in reports]
     for url in urls:
         assert client.get(url).status_code == 200
     wait_until(lambda: len([p for p in plots_dir.iterdir() if not p.name.startswith(".")]) <= 2)

@@ -3,7 +3,7 @@
 One `python -m grader serve` per module on a free loopback port, with a fresh data folder;
 a fresh browser context (so an empty localStorage) per test. The page is found the way a
 screen reader finds it: buttons named "Run" and "Submit", the region named "Results", the
-table named "Gradient matrix", plot images by their alt text.
+table by its title, plot images by their alt text.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import urllib.request
 
 import pytest
 from page_server import CHROMIUM, CHROMIUM_ARGS, REPO, start_service, stop_service
+
+from grader.exercise import default_exercise
 
 pytestmark = pytest.mark.browser
 
@@ -131,9 +133,11 @@ def test_reference_submit_passes_every_tier_with_matrix_plots_and_history(page, 
     assert "All tiers passed" in results.locator(".verdict").inner_text(), failing
     expect(results.locator("li.tier")).to_have_count(len(tiers))
     expect(results.locator("li.tier.passed")).to_have_count(len(tiers))
-    matrix = results.get_by_role("table", name="Gradient matrix")
+    title = next(t.title for t in default_exercise().tables if t.name == "grad_matrix")
+    matrix = results.get_by_role("table", name=title)
     expect(matrix).to_be_visible()
     expect(matrix.locator("tbody tr")).to_have_count(3)
+    expect(matrix.locator("td.muted-cell")).to_have_count(3)  # the padding cells, greyed
     page.wait_for_function(PLOTS_DECODED, timeout=GRADE_TIMEOUT_MS)
     for image in results.get_by_role("img").all():
         assert (image.get_attribute("alt") or "").strip(), "a plot has no alt text"

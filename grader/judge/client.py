@@ -1,7 +1,8 @@
-"""The Grader's handle on one judge process: start it, send it gradings, kill it.
+"""The Grader's handle on one judge process (`python -m grader.judge.process`).
 
-Every way a judge can fail (it dies, it hangs past the grading's time limit, it answers
-garbage) ends here as an exception the Grader turns into a Report; nothing leaks to callers.
+Starts the process with its end of a socketpair as an inherited fd, waits for it to say it
+is warm, sends it requests, and reads back reports; kills its whole process group (its
+sandbox workers die with their parent) when it hangs, dies or is closed.
 """
 
 from __future__ import annotations
@@ -13,16 +14,11 @@ import socket
 import subprocess
 import sys
 import tempfile
-from typing import TYPE_CHECKING
+from multiprocessing.connection import Connection
 
-from grader.exercise import default_exercise
-from grader.judge.channel import Channel, ChannelClosed
+from grader.judge.link import GradingRequest, LinkClosed, receive, send
 from grader.report import Report
-
-if TYPE_CHECKING:  # importing grader.sandbox loads torch, which this process does not need
-    from grader.sandbox import Limits
-
-STARTUP_TIMEOUT_S = 180.0  # torch + pytest import on a loaded 2-core machine, with margin
+from grader.sandbox.worker.contract import WAITS, Limits
 
 
 class JudgeFailed(RuntimeError):
@@ -30,25 +26,20 @@ class JudgeFailed(RuntimeError):
 
 
 class JudgeTimeout(TimeoutError):
-    """The judge did not answer within the grading's time limit."""
+    """The judge did not answer within its grading's time limit and a margin."""
 
 
-class JudgeProcess:
-    """One `python -m grader.judge.judge_process` child and its channel."""
+class JudgeClient:
+    """One judge process and the link to it."""
 
     def __init__(
-        self,
-        limits: Limits | None,
-        *,
-        warm: bool = True,
-        one_shot: bool = False,
-        spare_workers: int = 1,
-    ):
+        self, limits: Limits | None, *, warm: bool, one_shot: bool, spare_workers: int
+    ) -> None:
         self.gradings = 0
-        self.grading_wall_seconds = limits.grading_wall_seconds if limits else 60.0
+        self.grading_wall_seconds = (limits or Limits()).grading_wall_seconds
         ours, theirs = socket.socketpair()
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the judge)
-        argv = [sys.executable, "-m", "grader.judge.judge_process", "--fd", str(theirs.fileno())]
+        argv = [sys.executable, "-m", "grader.judge.process", "--fd", str(theirs.fileno())]
         argv += ["--limits", limits.to_json()] if limits is not None else []
         argv += ["--warm"] if warm else []
         argv += ["--one-shot"] if one_shot else ["--spare-workers", str(spare_workers)]
@@ -58,54 +49,50 @@ class JudgeProcess:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=self._log,
-            cwd=default_exercise().root,
             start_new_session=True,
         )
         theirs.close()
-        self.channel = Channel(ours)
+        self._link = Connection(ours.detach())
 
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def wait_ready(self, timeout: float = STARTUP_TIMEOUT_S) -> None:
+    def wait_ready(self, timeout: float = WAITS.judge_ready_s) -> None:
         try:
-            message = self.channel.receive(timeout)
-        except (TimeoutError, ChannelClosed, ValueError) as error:
+            message = receive(self._link, timeout)
+        except (TimeoutError, LinkClosed, ValueError) as error:
             detail = f"{error}{self.log_tail()}"
             self.kill()
             raise JudgeFailed(f"the judge process did not start: {detail}") from None
         if not message.get("ready"):
             self.kill()
             raise JudgeFailed(f"the judge process sent {message!r} instead of ready")
-        self.grading_wall_seconds = float(message.get("grading_wall_seconds", 60.0))
+        self.grading_wall_seconds = float(message["grading_wall_seconds"])
 
-    def grade(self, job: dict, timeout: float) -> Report:
-        """Send one grading; the Report, or JudgeTimeout / JudgeFailed."""
+    def grade(self, request: GradingRequest) -> Report:
+        """The judge's Report for `request`, or JudgeTimeout / JudgeFailed."""
         self.gradings += 1
+        timeout = 2 * self.grading_wall_seconds + WAITS.judge_margin_s
         try:
-            self.channel.send({"op": "grade", **job})
-            message = self.channel.receive(timeout)
+            send(self._link, request.message())
+            message = receive(self._link, timeout)
         except TimeoutError:
             self.kill()
             raise JudgeTimeout(f"no answer within {timeout:g} s") from None
-        except (ChannelClosed, ValueError) as error:
+        except (LinkClosed, ValueError) as error:
             detail = f"{error}{self.log_tail()}"
             self.kill()
             raise JudgeFailed(f"the judge process died: {detail}") from None
         if "report" not in message:
             raise JudgeFailed(f"the judge process failed: {message.get('error', message)}")
-        return Report.model_validate(message["report"])
+        return Report.model_validate_json(message["report"])
 
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def close(self, timeout: float = 5.0) -> None:
+    def close(self) -> None:
         """Ask the judge to exit; kill it if it does not."""
-        with contextlib.suppress(ChannelClosed, OSError):
-            self.channel.send({"op": "exit"})
+        with contextlib.suppress(LinkClosed):
+            send(self._link, {"op": "exit"})
         with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout)
+            self.process.wait(WAITS.judge_exit_s)
         self.kill()
 
     def kill(self) -> None:
@@ -115,11 +102,11 @@ class JudgeProcess:
                 os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
         with contextlib.suppress(OSError):
-            self.channel.close()
+            self._link.close()
         self._log.close()
 
     def log_tail(self, limit: int = 1500) -> str:
-        """The end of the judge's stderr, for a grader_error's detail."""
+        """The end of the judge's stderr, for a grader error's detail."""
         with contextlib.suppress(OSError, ValueError):
             self._log.seek(0, os.SEEK_END)
             size = self._log.tell()

@@ -1,19 +1,20 @@
-"""The judge's side of the zygote: ask it for a confined worker, and own that worker's life.
+"""The judge's side of the zygote: start it once, ask it for a confined worker per grading.
 
 Starting a worker from scratch costs seconds of CPU (`import torch` and its lazy imports);
 forking one from the zygote costs milliseconds (worker/zygote.py). A forked worker is as
 isolated as a spawned one: its own mount, pid, net, ipc and uts namespaces, its own /tmp,
 its own host uid from the same slot table, no capabilities, no nested user namespaces
-(worker/confine.py). It is not the judge's child, so:
+(worker/confine.py). It is not the judge's child, so its `ForkedEnd`:
 
-    kill     pidfd_send_signal(SIGKILL) on the worker, which is pid 1 of its pid namespace
-             (the whole namespace dies with it), then the usual sweep of its uid;
-    status   the monitor writes "<wait status> <cpu seconds>" on a pipe once the worker's
-             init ends; the init exits with the server's status, 128 + signal if killed.
+    kills    with pidfd_send_signal(SIGKILL) on the worker, which is pid 1 of its pid
+             namespace (the whole namespace dies with it); then the usual sweep of its uid
+    reaps    through the monitor, which writes "<wait status> <cpu seconds>" on a pipe once
+             the worker's init ends (the init exits with the server's status, 128 + signal
+             if killed)
 
 A judge at the bwrap level uses a zygote (as root, or through unprivileged user namespaces,
 where workers keep the judge's uid as spawned ones do); below that level, and whenever the
-zygote cannot answer, the pool spawns workers as before. GSPO_GRADER_SANDBOX_ZYGOTE=off
+zygote cannot answer, the pool spawns workers instead. GSPO_GRADER_SANDBOX_ZYGOTE=off
 turns it off.
 """
 
@@ -30,16 +31,14 @@ import threading
 import time
 
 from grader.sandbox import isolation, launch, uids
+from grader.sandbox.handle import WorkerHandle, kill_through, wait_then_close
 from grader.sandbox.isolation import Level
-from grader.sandbox.limits import Limits
 from grader.sandbox.output import OutputCapture
+from grader.sandbox.worker.contract import WAITS, Limits, Op
 
 log = logging.getLogger(__name__)
 
 ZYGOTE_ENV = "GSPO_GRADER_SANDBOX_ZYGOTE"
-READY_TIMEOUT_S = 120.0  # the zygote's own start: `import torch` on a loaded machine
-FORK_TIMEOUT_S = 15.0  # one fork request, confinement included
-_STATUS_WAIT_S = 10.0  # after SIGKILL, how long the monitor may take to report
 
 
 class ZygoteError(RuntimeError):
@@ -54,31 +53,26 @@ def zygote_possible() -> bool:
     return isolation.detect_isolation().level == Level.BWRAP
 
 
-class ForkedWorker(launch.WorkerProcess):
-    """A worker forked by the zygote: the WorkerProcess interface, reaped through the
-    monitor's status pipe, killed through its pidfd only (its pid means nothing here)."""
+class ForkedEnd:
+    """A forked worker's end: killed through the pidfd on its init, reaped through the
+    status pipe its monitor writes to (its pid means nothing in the judge's namespace)."""
 
-    def __init__(self, pid: int, sock: socket.socket, output, status_fd: int, **meta) -> None:
-        super().__init__(pid, sock, output, **meta)
-        self._status_fd = status_fd  # the monitor reports the init's raw wait status
+    def __init__(self, pidfd: int, status_fd: int) -> None:
+        self._pidfd, self._status_fd = pidfd, status_fd
 
-    def _reap(self, block: bool) -> bool:
-        ready = select.select([self._status_fd], [], [], _STATUS_WAIT_S if block else 0)[0]
-        if not ready:
-            if block:  # no report: the monitor itself is gone; the sweep still runs
-                self._record(signal.SIGKILL, 0.0)
-            return block
-        self._record(*_parse_status(os.read(self._status_fd, 256)))
-        return True
+    def signal_kill(self) -> None:
+        kill_through(self._pidfd)
 
-    def _signal_all(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            signal.pidfd_send_signal(self._init_pidfd, signal.SIGKILL)
+    def reap(self, block: bool) -> tuple[int, float] | None:
+        wait = WAITS.status_after_kill_s if block else 0
+        if not select.select([self._status_fd], [], [], wait)[0]:
+            # no report: after a kill, the monitor itself is gone; the sweep still runs
+            return (signal.SIGKILL, 0.0) if block else None
+        return _parse_status(os.read(self._status_fd, 256))
 
-    def _cleanup(self) -> None:
-        if not self._cleaned:
-            super()._cleanup()
-            os.close(self._status_fd)
+    def close(self) -> None:
+        wait_then_close(self._pidfd)
+        os.close(self._status_fd)
 
 
 def _parse_status(data: bytes) -> tuple[int, float]:
@@ -90,24 +84,29 @@ def _parse_status(data: bytes) -> tuple[int, float]:
         return signal.SIGKILL, 0.0
 
 
-class Zygote:
+class ZygoteClient:
     """One zygote process per judge. `fork_worker()` is thread-safe; `close()` ends it."""
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
         self._lock = threading.Lock()
-        self._process = launch.start_zygote(limits)
+        self._handle = launch.start_zygote(limits)
         self._ready = False
 
     def alive(self) -> bool:
-        return self._process.alive()
+        return self._handle.alive()
 
-    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
+    @property
+    def pid(self) -> int:
+        """The pid of the zygote's launcher: killing it ends the zygote."""
+        return self._handle.pid
+
+    def wait_ready(self, timeout: float = WAITS.worker_ready_s) -> None:
         """Block until the zygote has imported torch and said so; ZygoteError if it can't."""
         with self._lock:
             self._wait_ready_locked(timeout)
 
-    def fork_worker(self, limits: Limits, arm_clock: bool = True) -> ForkedWorker:
+    def fork_worker(self, limits: Limits, arm_clock: bool = True) -> WorkerHandle:
         """A fresh confined worker with `limits`, its grading clock armed if asked.
 
         As root it gets its own host uid; otherwise it keeps the judge's, and RLIMIT_NPROC,
@@ -118,7 +117,7 @@ class Zygote:
         limits = limits if root else limits.replace(processes=None)
         try:
             with self._lock:
-                self._wait_ready_locked(READY_TIMEOUT_S)
+                self._wait_ready_locked(WAITS.worker_ready_s)
                 worker = self._request(limits, uid)
         except BaseException:
             if uid is not None:
@@ -129,24 +128,24 @@ class Zygote:
         return worker
 
     def close(self) -> None:
-        self._process.kill(reason="zygote closed")
+        self._handle.kill(reason="zygote closed")
 
     def _wait_ready_locked(self, timeout: float) -> None:
         if self._ready:
             return
         message = self._receive(timeout, "start")[0]
-        if message.get("op") != "ready":
+        if message.get("op") != Op.READY:
             raise self._fail(f"unexpected first message {message!r}")
         self._ready = True
         log.info("sandbox zygote ready (pid %s)", message.get("pid"))
 
-    def _request(self, limits: Limits, uid: int | None) -> ForkedWorker:
+    def _request(self, limits: Limits, uid: int | None) -> WorkerHandle:
         judge_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         (out_r, out_w), (err_r, err_w), (status_r, status_w) = os.pipe(), os.pipe(), os.pipe()
         given = [out_w, err_w, worker_end.fileno(), status_w]
-        request = {"op": "fork", "uid": uid, "limits": json.loads(limits.to_json())}
+        request = {"op": Op.FORK, "uid": uid, "limits": limits.as_dict()}
         try:
-            socket.send_fds(self._process.sock, [json.dumps(request).encode()], given)
+            socket.send_fds(self._handle.sock, [json.dumps(request).encode()], given)
         except OSError as exc:
             raise self._fail(f"cannot reach the zygote: {exc}") from exc
         finally:
@@ -154,30 +153,28 @@ class Zygote:
             for fd in (out_w, err_w, status_w):
                 os.close(fd)
         try:
-            reply, fds = self._receive(FORK_TIMEOUT_S, "fork")
+            reply, fds = self._receive(WAITS.fork_s, "fork")
         except ZygoteError:
             _close_all(judge_end, out_r, err_r, status_r)
             raise
         if not reply.get("ok") or len(fds) != 1:
             _close_all(judge_end, out_r, err_r, status_r, *fds)
             raise ZygoteError(f"the zygote could not fork a worker: {reply.get('error')}")
-        output = OutputCapture([out_r, err_r], limits.output_bytes)
-        return ForkedWorker(int(reply["pid"]), judge_end, output, status_r, **self._meta(
-            limits, uid, fds[0]))  # fmt: skip
-
-    def _meta(self, limits: Limits, uid: int | None, pidfd: int) -> dict:
-        who = f"uid {uid}" if uid is not None else f"uid {os.geteuid()} (judge's)"
-        text = (
-            f"bwrap (zygote fork): user+pid+net+ipc+uts+mount namespaces, {who}, "
-            "no capabilities, uid 65534 inside, no nested user namespaces, "
-            "read-only system, private /tmp"
+        return WorkerHandle(
+            ForkedEnd(fds[0], status_r),
+            judge_end,
+            OutputCapture([out_r, err_r], limits.output_bytes),
+            limits=limits,
+            level=Level.BWRAP,
+            uid=uid,
+            isolation=isolation.describe(Level.BWRAP, uid, forked=True),
+            pid=int(reply["pid"]),
+            forked=True,
         )
-        return dict(limits=limits, level=Level.BWRAP, uid=uid, isolation=text,
-                    workdir=None, init_pidfd=pidfd)  # fmt: skip
 
     def _receive(self, timeout: float, what: str) -> tuple[dict, list[int]]:
         """One message from the zygote within `timeout`; the zygote is killed if none comes."""
-        sock = self._process.sock
+        sock = self._handle.sock
         if not select.select([sock], [], [], timeout)[0]:
             raise self._fail(f"no answer to {what} within {timeout:g} s")
         try:
@@ -185,7 +182,7 @@ class Zygote:
         except OSError as exc:
             raise self._fail(f"the control socket failed: {exc}") from exc
         if not data:
-            raise self._fail(f"it ended ({self._process.exit_description()})")
+            raise self._fail(f"it ended ({self._handle.exit_description()})")
         try:
             return json.loads(data), fds
         except ValueError:
@@ -194,8 +191,8 @@ class Zygote:
 
     def _fail(self, why: str) -> ZygoteError:
         """Kill the zygote (a later fork gets a new one) and word the error with its output."""
-        self._process.kill(reason=why)
-        text, _ = self._process.take_output(settle_s=0.2)
+        self._handle.kill(reason=why)
+        text, _ = self._handle.take_output(settle_s=0.2)
         tail = text.strip().splitlines()[-3:]
         return ZygoteError(f"sandbox zygote: {why}" + (f" ({' | '.join(tail)})" if tail else ""))
 
@@ -206,11 +203,11 @@ def _close_all(*items) -> None:
             item.close() if isinstance(item, socket.socket) else os.close(item)
 
 
-def started_zygote(limits: Limits) -> Zygote | None:
+def started_zygote(limits: Limits) -> ZygoteClient | None:
     """A zygote that has said ready, or None (logged) when this host cannot run one."""
     began = time.monotonic()
     try:
-        zygote = Zygote(limits)
+        zygote = ZygoteClient(limits)
         zygote.wait_ready()
     except (ZygoteError, OSError, isolation.IsolationError) as exc:
         log.warning("no sandbox zygote, workers will be spawned: %s", exc)

@@ -1,0 +1,98 @@
+"""A judge process: `python -m grader.judge.process --fd N [--limits JSON] [--warm] [--one-shot]`.
+
+A plain loop: receive a request, grade it, send the report, then collect the next pytest
+session while nobody waits (see engine.py; the messages are in link.py). With --warm it
+first grades every exercise's reference once, so no student pays for a first import; it
+keeps sandboxed workers started ahead (a WorkerPool), and --one-shot starts one worker and
+no replacement (the CLI grading a single file).
+
+This process is the trusted judge: it never imports or executes student code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import traceback
+from multiprocessing.connection import Connection
+
+from grader.exercise import catalog
+from grader.judge.link import GradingRequest, LinkClosed, receive, send
+from grader.sandbox import Limits, WorkerPool
+from grader.sandbox.worker.contract import WAITS
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="grader.judge.process")
+    parser.add_argument("--fd", type=int, required=True, help="the link socket's descriptor")
+    parser.add_argument("--limits", default=None, help="Limits as JSON (default: from env)")
+    parser.add_argument("--warm", action="store_true", help="grade each reference once first")
+    parser.add_argument("--one-shot", action="store_true", help="one worker, no replacement")
+    parser.add_argument("--spare-workers", type=int, default=1, help="workers kept started")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the engine names its one plugin
+    link = Connection(args.fd)
+    _quiet_stdout()
+    limits = Limits.from_json(args.limits) if args.limits else Limits.from_env()
+    workers = 1 if args.one_shot else args.spare_workers
+    pool = WorkerPool(workers, limits, refill=not args.one_shot)
+    from grader.judge.engine import Judge  # imports torch and pytest
+
+    _single_threaded_torch()
+    judge = Judge(limits, pool)
+    try:
+        if args.warm:
+            for exercise in catalog().values():
+                source = exercise.reference.read_text(encoding="utf-8")
+                judge.grade(GradingRequest(source=source, exercise=exercise.id))
+        gc.freeze()  # torch, pytest and the suites stay: keep them out of every later gc pass
+        if not args.one_shot:  # ready means warm: a sandboxed worker is waiting too
+            pool.wait_filled(WAITS.worker_ready_s)
+        ready = {"ready": True, "pid": os.getpid()}
+        send(link, {**ready, "grading_wall_seconds": limits.grading_wall_seconds})
+        _serve(link, judge)
+    except LinkClosed:
+        pass
+    finally:
+        judge.close()
+        pool.close()
+    return 0
+
+
+def _serve(link: Connection, judge) -> None:
+    """Answer requests until told to exit or the Grader goes away."""
+    judge.prepare(None)
+    while (message := receive(link)).get("op") == "grade":
+        request = GradingRequest.from_message(message)
+        try:
+            answer = {"report": judge.grade(request).model_dump_json()}
+        except Exception:  # a bug of ours: say so, keep serving
+            answer = {"error": traceback.format_exc(limit=8)}
+        send(link, answer)
+        judge.prepare(request.exercise)
+
+
+def _quiet_stdout() -> None:
+    """pytest's terminal output is not wanted; the report travels over the link."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+
+
+def _single_threaded_torch() -> None:
+    """The judge's tensors are tiny ([B, L] up to 3 x 4096), so a second intra-op thread only
+    burns CPU: its spin-waits cost ~0.1 s of CPU a grading, on cores the sandboxed workers
+    and the other judges need."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -217,6 +217,7 @@ def toy_checks(result: dict[str, Any], want: dict[str, Any]) -> dict[str, bool]:
         "weight_is_sigmoid": all_close(weights, want["weight"])
         and all_close(sweep["rejected_weight"], want["weight"]),
         "wrong_pairs_weigh_most": None not in weights
+        and all(w > 0 for w in weights)
         and all(a > b for a, b in itertools.pairwise(weights)),
         "pair_gradients_match": all_close(pairs["grad_chosen"], want["grad_chosen"])
         and all_close(pairs["grad_rejected"], want["grad_rejected"]),

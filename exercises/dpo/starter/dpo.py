@@ -24,7 +24,7 @@ def sequence_logp(token_logp: Tensor, mask: Tensor) -> Tensor:
 
     Things the tests check:
       * the result is a Tensor of shape [B], with the dtype of token_logp;
-      * padded positions never matter, even if they hold -inf, 1e30 or NaN: keep them out of
+      * padded positions never matter, even if they hold -inf, +inf, 1e30 or NaN: keep them out of
         the sum (and out of the gradient) by selecting, not by multiplying with the mask;
       * a response with no valid token gives exactly 0;
       * the mask may be bool, integer or float;

@@ -69,14 +69,19 @@ def _matches(actual: Tensor, candidate: Tensor, expected: Tensor) -> bool:
 
 
 def hint(actual: Tensor, expected: Tensor, candidates: dict[str, Tensor]) -> str:
-    """The advice of the first candidate that `actual` matches, or "" when none does."""
+    """The advice of the candidates that `actual` matches ("" when none does); two mistakes
+    can coincide on one input, and then both are named."""
     expected = expected.detach().double()
     if actual.shape != expected.shape:
         return ""
-    for advice, candidate in candidates.items():
-        if candidate.shape == expected.shape and _matches(actual, candidate, expected):
-            return f"Your value looks like a known mistake: {advice}"
-    return ""
+    found = [
+        advice
+        for advice, candidate in candidates.items()
+        if candidate.shape == expected.shape and _matches(actual, candidate, expected)
+    ]
+    if len(found) > 1:
+        return "Your value looks like one of these known mistakes: " + "; or ".join(found)
+    return f"Your value looks like a known mistake: {found[0]}" if found else ""
 
 
 def sequence_hint(actual: Tensor, expected: Tensor, tokens: Tokens) -> str:

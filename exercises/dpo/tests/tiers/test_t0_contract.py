@@ -71,17 +71,12 @@ def test_signatures(student):
     tokens = make_tokens(1, B=3, L=4, lengths=[4, 2, 3])
     result = student.sequence_logp(token_logp=tokens.token_logp, mask=tokens.mask)
     expect_tensor(result, "sequence_logp (called by keyword)", (3,), why=SEQUENCE_WHY)
-    pairs = make_pairs(2, B=3, spread=20.0)
-    pc, pr, rc, rr = pairs.tensors()
-    explicit = student.dpo_loss(
-        policy_chosen_logp=pc,
-        policy_rejected_logp=pr,
-        ref_chosen_logp=rc,
-        ref_rejected_logp=rr,
-        beta=0.1,
-    )
+    pairs = make_pairs(2, B=3, spread=20.0)  # each call below gets fresh copies
+    copies = [t.clone() for t in pairs.tensors()]
+    by_keyword = dict(zip(PARAMETERS["dpo_loss"], copies, strict=False))
+    explicit = student.dpo_loss(**by_keyword, beta=0.1)
     expect_tensor(explicit, "dpo_loss (called by keyword)", (), why=LOSS_WHY)
-    default = student.dpo_loss(pc, pr, rc, rr)
+    default = student.dpo_loss(*(t.clone() for t in pairs.tensors()))
     expect_tensor(default, "dpo_loss (without beta)", (), why=LOSS_WHY)
     expect_close(
         default,

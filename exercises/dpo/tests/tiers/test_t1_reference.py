@@ -125,7 +125,7 @@ def compare_loss(student, reference, pairs: Pairs, with_grad: bool = True) -> No
 def test_worked_example(student):
     """The statement's example: pc - rc = 1, pr - rr = -1, beta = 0.5 give m = 1,
     loss log(1 + e^-1) = 0.313262 and d loss / d pc = -beta * sigmoid(-1) = -0.134471."""
-    pc, pr, rc, rr = (torch.tensor([v], dtype=F64) for v in (-5.0, -9.0, -6.0, -8.0))
+    pc, pr, rc, rr = (torch.tensor([v], dtype=F64) for v in (-5.0, -12.0, -6.0, -11.0))
     pairs = Pairs(pc, pr, rc, rr, beta=0.5, name="the worked example")
     loss, chosen, rejected = call_dpo_loss(student, pairs)
     want = torch.tensor(math.log1p(math.exp(-1.0)), dtype=F64)

@@ -178,12 +178,7 @@ def test_empty_batch_gives_differentiable_zero(student):
     chosen, rejected = leaf(empty), leaf(empty)
     loss = student.dpo_loss(chosen, rejected, empty.clone(), empty.clone())
     expect_tensor(
-        loss,
-        "dpo_loss on B = 0 pairs",
-        (),
-        torch.float32,
-        why=", a zero Tensor of shape [] (not a Python number)",
-        like="the policy's log-probs",
+        loss, "dpo_loss on B = 0 pairs", (), why=", a zero Tensor of shape [] (not a Python number)"
     )
     expect(
         loss.requires_grad,
@@ -197,6 +192,4 @@ def test_empty_batch_gives_differentiable_zero(student):
         f"dpo_loss on B = 0 pairs is {value}; expected 0 (the mean of no terms is NaN: divide "
         "the sum by max(B, 1))",
     )
-    loss.backward()
-    for name, value in (("policy_chosen_logp", chosen), ("policy_rejected_logp", rejected)):
-        expect(value.grad is not None, f"after backward on B = 0 pairs, {name}.grad is None")
+    loss.backward()  # must not raise: the zero is part of an ordinary graph

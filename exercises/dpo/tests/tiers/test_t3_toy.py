@@ -31,7 +31,7 @@ def toy_run(student, experiment):
 
 
 @pytest.fixture
-def toy_result(toy_run, record_artifacts) -> tuple[dict | None, str | None]:
+def toy(toy_run, record_artifacts) -> tuple[dict | None, str | None]:
     """The toy's run, recorded in the report before the test checks anything."""
     result, _ = toy_run
     if result is not None:
@@ -39,9 +39,9 @@ def toy_result(toy_run, record_artifacts) -> tuple[dict | None, str | None]:
     return toy_run
 
 
-def ran(toy_result: tuple[dict | None, str | None]) -> dict:
+def ran(toy: tuple[dict | None, str | None]) -> dict:
     """The toy's result, or a failure (in the test, not its setup) saying why it did not run."""
-    result, problem = toy_result
+    result, problem = toy
     if result is None:
         fail(problem or "the toy produced no result")
     return result
@@ -62,9 +62,9 @@ def first_off(got: list, want: list, close) -> int | None:
     )
 
 
-def test_weight_is_sigmoid_of_minus_margin(toy_result, experiment):
+def test_weight_is_sigmoid_of_minus_margin(toy, experiment):
     """Along the sweep, the weight read from d loss / d (chosen log-prob) is sigmoid(-m)."""
-    toy = ran(toy_result)
+    toy = ran(toy)
     if toy["checks"]["weight_is_sigmoid"]:
         return
     sweep, want = toy["sweep"], toy["expected"]["weight"]
@@ -81,22 +81,22 @@ def test_weight_is_sigmoid_of_minus_margin(toy_result, experiment):
     fail("the sweep's weights do not follow sigmoid(-m)")
 
 
-def test_pairs_ranked_wrong_weigh_most(toy_result):
-    """The weight falls steadily as the margin grows: the worse the implicit reward model
-    ranks a pair, the harder the step pushes it."""
-    toy = ran(toy_result)
+def test_pairs_ranked_wrong_weigh_most(toy):
+    """Every pair's weight is positive and falls as the margin grows: the worse a pair is ranked,
+    the harder the step pushes it."""
+    toy = ran(toy)
     if not toy["checks"]["wrong_pairs_weigh_most"]:
         sweep = toy["sweep"]
         fail(
             f"along margins {sweep['margin'][0]:g} .. {sweep['margin'][-1]:g} the weights came "
-            f"out {numbers(sweep['weight'])}; expected them to fall from near 1 to near 0, "
-            "as sigmoid(-m) does"
+            f"out {numbers(sweep['weight'])}; expected positive weights that fall from near 1 "
+            "to near 0, as sigmoid(-m) does (a negative weight pushes the pair the wrong way)"
         )
 
 
-def test_three_pairs(toy_result):
+def test_three_pairs(toy):
     """The three pairs (m = -2, 0, +2): the loss and each pair's gradients match the formula."""
-    toy = ran(toy_result)
+    toy = ran(toy)
     if toy["checks"]["pair_gradients_match"] and toy["checks"]["loss_matches"]:
         return
     pairs, want = toy["pairs"], toy["expected"]
@@ -110,10 +110,10 @@ def test_three_pairs(toy_result):
     )
 
 
-def test_token_gradients_through_sequence_logp(toy_result, experiment):
+def test_token_gradients_through_sequence_logp(toy, experiment):
     """From token log-probs, through sequence_logp and dpo_loss: every valid token of a
     response gets its response's gradient."""
-    toy = ran(toy_result)
+    toy = ran(toy)
     if toy["checks"]["token_gradients_match"] and toy["checks"]["loss_matches"]:
         return
     tokens, want = toy["tokens"], toy["expected"]
@@ -136,9 +136,9 @@ def test_token_gradients_through_sequence_logp(toy_result, experiment):
     )
 
 
-def test_padding_gets_zero_gradient(toy_result):
+def test_padding_gets_zero_gradient(toy):
     """Padded token positions (holding -inf, NaN, 1e30, +inf) get gradient exactly 0."""
-    toy = ran(toy_result)
+    toy = ran(toy)
     if toy["checks"]["padding_zero_grad"]:
         return
     tokens = toy["tokens"]

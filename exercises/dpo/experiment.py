@@ -33,6 +33,9 @@ PAIR_LABELS = ("ranked wrong (m = -2)", "a tie (m = 0)", "ranked right (m = +2)"
 CHOSEN_RATIOS = ((-1.0, -1.0), (0.5, -0.5, 0.0), (0.5, 0.5, 0.5, 0.5))
 REJECTED_RATIOS = ((1.0, 0.5, 0.5), (0.0,), (-1.0, -1.0))
 REF_TOKEN_LOGP = (-0.7, -2.3, -1.1, -3.0)  # the reference model's log-prob of tokens 0..3
+PAIR_MARGINS = tuple(
+    BETA * (sum(c) - sum(r)) for c, r in zip(CHOSEN_RATIOS, REJECTED_RATIOS, strict=True)
+)
 PADDING = (-math.inf, math.nan, 1e30, math.inf)  # what padded position t holds
 L = 4  # token positions per response
 TOL = 1e-6
@@ -102,13 +105,18 @@ def token_batch(ratios) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 # ----------------------------------------------------------------------------- runs
 
 
+def _backward(loss: Any) -> float | None:
+    """The loss's value, after backpropagating it (a detached loss leaves the grads None)."""
+    value = _floats(loss, "dpo_loss", ())
+    if loss.requires_grad:
+        loss.backward()
+    return value
+
+
 def loss_and_grads(impl: Any, pc, pr, rc, rr) -> tuple[Any, Any, Any]:
     """impl.dpo_loss on fresh leaves of the policy inputs: (loss, d/d pc, d/d pr)."""
     chosen, rejected = pc.clone().requires_grad_(True), pr.clone().requires_grad_(True)
-    loss = impl.dpo_loss(chosen, rejected, rc.clone(), rr.clone(), beta=BETA)
-    value = _floats(loss, "dpo_loss", ())
-    if loss.requires_grad:  # a detached loss has no gradient to show: None below
-        loss.backward()
+    value = _backward(impl.dpo_loss(chosen, rejected, rc.clone(), rr.clone(), beta=BETA))
     return value, _grad(chosen), _grad(rejected)
 
 
@@ -129,31 +137,23 @@ def run_sweep(impl: Any) -> dict[str, list]:
 
 def run_pairs(impl: Any) -> dict[str, Any]:
     """The three pairs as sequence log-probs: the loss and both gradients of each pair."""
-    margins = [
-        BETA * (sum(c) - sum(r)) for c, r in zip(CHOSEN_RATIOS, REJECTED_RATIOS, strict=True)
-    ]
-    loss, chosen, rejected = loss_and_grads(impl, *pairs_for(margins))
+    loss, chosen, rejected = loss_and_grads(impl, *pairs_for(PAIR_MARGINS))
+    margins = list(PAIR_MARGINS)
     return {"margin": margins, "loss": loss, "grad_chosen": chosen, "grad_rejected": rejected}
 
 
 def run_tokens(impl: Any) -> dict[str, Any]:
     """The three pairs from token log-probs, through impl.sequence_logp and impl.dpo_loss:
     d loss / d token log-prob of every chosen and rejected token, padding included."""
-    (chosen, ref_chosen, mask_c), (rejected, ref_rejected, mask_r) = (
-        token_batch(CHOSEN_RATIOS),
-        token_batch(REJECTED_RATIOS),
-    )
+    chosen, ref_chosen, mask_c = token_batch(CHOSEN_RATIOS)
+    rejected, ref_rejected, mask_r = token_batch(REJECTED_RATIOS)
     chosen, rejected = chosen.requires_grad_(True), rejected.requires_grad_(True)
     sides = ((chosen, mask_c), (rejected, mask_r), (ref_chosen, mask_c), (ref_rejected, mask_r))
     logps = [impl.sequence_logp(tokens, mask.clone()) for tokens, mask in sides]
     for logp in logps:
         _floats(logp, "sequence_logp", (len(CHOSEN_RATIOS),))
-    loss = impl.dpo_loss(*logps, beta=BETA)
-    value = _floats(loss, "dpo_loss", ())
-    if loss.requires_grad:
-        loss.backward()
     return {
-        "loss": value,
+        "loss": _backward(impl.dpo_loss(*logps, beta=BETA)),
         "grad_chosen": _grad(chosen),
         "grad_rejected": _grad(rejected),
         "mask_chosen": mask_c.tolist(),
@@ -166,12 +166,9 @@ def run_tokens(impl: Any) -> dict[str, Any]:
 
 def expected_values() -> dict[str, Any]:
     """What a correct implementation gives: weights sigmoid(-m), gradients -+beta sigmoid(-m)/B."""
-    margins = [
-        BETA * (sum(c) - sum(r)) for c, r in zip(CHOSEN_RATIOS, REJECTED_RATIOS, strict=True)
-    ]
-    pairs = len(margins)
-    grad = [-BETA * sigmoid(-m) / pairs for m in margins]  # d loss / d pc
-    loss = sum(softplus(-m) for m in margins) / pairs
+    pairs = len(PAIR_MARGINS)
+    grad = [-BETA * sigmoid(-m) / pairs for m in PAIR_MARGINS]  # d loss / d pc
+    loss = sum(softplus(-m) for m in PAIR_MARGINS) / pairs
 
     def tokens(ratios, sign: float) -> list[list[float]]:
         return [
@@ -181,7 +178,7 @@ def expected_values() -> dict[str, Any]:
 
     return {
         "weight": [sigmoid(-m) for m in SWEEP],
-        "margin": margins,
+        "margin": list(PAIR_MARGINS),
         "loss": loss,
         "grad_chosen": grad,
         "grad_rejected": [-g for g in grad],
@@ -238,33 +235,32 @@ def toy_checks(result: dict[str, Any], want: dict[str, Any]) -> dict[str, bool]:
 # ----------------------------------------------------------------------------- tables
 
 
+PAIR_COLUMNS = (
+    "margin m",
+    "weight σ(-m), yours",
+    "d loss / d pc, yours",
+    "d loss / d pc, formula",
+    "d loss / d pr, yours",
+    "d loss / d pr, formula",
+)
+
+
 def pairs_table(pairs: dict[str, Any], want: dict[str, Any]) -> dict[str, Any]:
     """The three pairs: margin, the weight read from the gradient, both gradients."""
     weights = _weights(pairs["grad_chosen"], len(PAIR_LABELS), -1.0)
+    columns = zip(
+        pairs["margin"],
+        weights,
+        pairs["grad_chosen"],
+        want["grad_chosen"],
+        pairs["grad_rejected"],
+        strict=True,
+    )
     rows = [
-        {
-            "label": label,
-            "cells": [m, w, g_c, want_c, g_r, -want_c],
-        }
-        for label, m, w, g_c, want_c, g_r in zip(
-            PAIR_LABELS,
-            pairs["margin"],
-            weights,
-            pairs["grad_chosen"],
-            want["grad_chosen"],
-            pairs["grad_rejected"],
-            strict=True,
-        )
+        {"label": label, "cells": [m, w, got_c, want_c, got_r, -want_c]}
+        for label, (m, w, got_c, want_c, got_r) in zip(PAIR_LABELS, columns, strict=True)
     ]
-    columns = [
-        "margin m",
-        "weight σ(-m), yours",
-        "d loss / d pc, yours",
-        "d loss / d pc, formula",
-        "d loss / d pr, yours",
-        "d loss / d pr, formula",
-    ]
-    return {"columns": columns, "rows": rows}
+    return {"columns": list(PAIR_COLUMNS), "rows": rows}
 
 
 def token_table(tokens: dict[str, Any]) -> dict[str, Any]:

@@ -123,8 +123,10 @@ def compare_loss(student, reference, pairs: Pairs, with_grad: bool = True) -> No
 
 
 def test_worked_example(student):
-    """The statement's example: pc - rc = 1, pr - rr = -1, beta = 0.5 give m = 1,
-    loss log(1 + e^-1) = 0.313262 and d loss / d pc = -beta * sigmoid(-1) = -0.134471."""
+    """The statement's worked example: loss 0.313262, d loss / d pc -0.134471, d / d pr +0.134471.
+
+    pc - rc = 1, pr - rr = -1 and beta = 0.5 give m = 1, loss log(1 + e^-1) and
+    d loss / d pc = -beta * sigmoid(-1)."""
     pc, pr, rc, rr = (torch.tensor([v], dtype=F64) for v in (-5.0, -12.0, -6.0, -11.0))
     pairs = Pairs(pc, pr, rc, rr, beta=0.5, name="the worked example")
     loss, chosen, rejected = call_dpo_loss(student, pairs)
@@ -225,8 +227,10 @@ def run_chain(impl, chain: Chain) -> tuple[torch.Tensor, torch.Tensor, torch.Ten
 
 
 def test_chained_from_token_logps(student, reference):
-    """dpo_loss of your sequence_logp, backpropagated to the token log-probs of both responses
-    of each pair, matches the reference chained the same way."""
+    """Your two functions chained, token log-probs to loss and back, match the reference chained.
+
+    dpo_loss of your sequence_logp is backpropagated to the token log-probs of both responses
+    of each pair."""
     chain = make_chain(9, B=3, beta=0.5)
     got = run_chain(student, chain)
     want = run_chain(reference, chain)

@@ -67,8 +67,9 @@ def test_reference_model_is_frozen(student):
 
 
 def test_gradient_weight_is_sigmoid_of_minus_margin(student):
-    """Each pair's gradient is -beta * sigmoid(-m) / B on the chosen log-prob and its negative
-    on the rejected one: pairs the implicit reward model ranks wrong (m < 0) weigh most."""
+    """Each pair's gradient is -beta * sigmoid(-m) / B on pc and +beta * sigmoid(-m) / B on pr.
+
+    Pairs the implicit reward model ranks wrong (m < 0) weigh most."""
     margins = (-6.0, -2.0, -0.5, 0.25, 2.0, 6.0)
     pairs = pairs_with_margins(margins, beta=0.2, name=f"margins {list(margins)}, beta 0.2")
     _, chosen, rejected = call_dpo_loss(student, pairs)
@@ -89,8 +90,9 @@ def test_gradient_weight_is_sigmoid_of_minus_margin(student):
 
 
 def test_only_log_ratios_matter(student):
-    """Moving a response's policy and reference log-probs by the same amount changes nothing:
-    the loss sees each response only through log(pi / pi_ref)."""
+    """Moving a response's policy and reference log-probs by the same amount changes nothing.
+
+    The loss sees each response only through its log-ratio log(pi / pi_ref)."""
     pairs = make_pairs(62, B=4, beta=0.3, spread=3.0, name="log-ratios")
     g = torch.Generator().manual_seed(62)
     shift_chosen, shift_rejected = -40.0 * torch.rand(2, 4, generator=g, dtype=F64)
@@ -118,8 +120,10 @@ def test_only_log_ratios_matter(student):
 
 
 def test_policy_equal_to_reference_gives_log_2(student):
-    """At the first step the policy is the reference: every m = 0, the loss is log 2 and each
-    pair's gradient is -beta / (2B) on the chosen log-prob and +beta / (2B) on the rejected."""
+    """With the policy equal to the reference (m = 0), the loss is log 2, gradients -+beta / 2B.
+
+    That is the first step of every training run: each pair's gradient is -beta / (2B) on the
+    chosen log-prob and +beta / (2B) on the rejected one."""
     pairs = make_pairs(63, B=4, beta=0.1, name="policy = reference")
     pairs = Pairs(
         pairs.ref_chosen.clone(), pairs.ref_rejected.clone(), *pairs.tensors()[2:], 0.1, pairs.name
@@ -153,8 +157,9 @@ def test_large_margins_value(student):
 
 
 def test_large_margins_gradient(student):
-    """With margins up to |m| = 1e4 in float32, the gradients are finite and exact: beta / B on
-    a badly ranked pair, 0 on a well ranked one."""
+    """With margins up to |m| = 1e4 in float32, the gradients are finite and exact.
+
+    A badly ranked pair gets -+beta / B, a well ranked one 0."""
     pairs = huge_margin_pairs()
     _, chosen, rejected = call_dpo_loss(student, pairs)
     want_chosen, want_rejected = expected_grads(pairs)

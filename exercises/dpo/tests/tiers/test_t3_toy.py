@@ -82,8 +82,9 @@ def test_weight_is_sigmoid_of_minus_margin(toy, experiment):
 
 
 def test_pairs_ranked_wrong_weigh_most(toy):
-    """Every pair's weight is positive and falls as the margin grows: the worse a pair is ranked,
-    the harder the step pushes it."""
+    """Every pair's weight is positive and falls as the margin grows.
+
+    The worse the implicit reward model ranks a pair, the harder the step pushes it."""
     toy = ran(toy)
     if not toy["checks"]["wrong_pairs_weigh_most"]:
         sweep = toy["sweep"]
@@ -111,8 +112,9 @@ def test_three_pairs(toy):
 
 
 def test_token_gradients_through_sequence_logp(toy, experiment):
-    """From token log-probs, through sequence_logp and dpo_loss: every valid token of a
-    response gets its response's gradient."""
+    """Through sequence_logp, every valid token of a response gets its response's gradient.
+
+    The three pairs are built from token log-probs and run through both functions."""
     toy = ran(toy)
     if toy["checks"]["token_gradients_match"] and toy["checks"]["loss_matches"]:
         return

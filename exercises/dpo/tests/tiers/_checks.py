@@ -134,14 +134,16 @@ def make_pairs(
     *,
     beta: float = 0.1,
     spread: float = 5.0,
+    offset: float = 0.0,
     dtype=F64,
     name: str = "",
     hidden: bool = False,
 ) -> Pairs:
-    """Seeded pairs: reference sequence log-probs in [-60, -5], the policy's within about
-    `spread` of them, so margins of either sign and of size about beta * spread."""
+    """Seeded pairs: reference sequence log-probs in [-60, -5] (moved by `offset`, which long
+    responses need), the policy's within about `spread` of them, so margins of either sign and
+    of size about beta * spread."""
     g = torch.Generator().manual_seed(seed)
-    ref = -(5.0 + 55.0 * torch.rand(2, B, generator=g, dtype=F64))  # [2, B]
+    ref = offset - (5.0 + 55.0 * torch.rand(2, B, generator=g, dtype=F64))  # [2, B]
     policy = ref + spread * torch.randn(2, B, generator=g, dtype=F64)  # [2, B]
     pairs = Pairs(policy[0], policy[1], ref[0], ref[1], beta, name or f"seed {seed}, B={B}")
     return replace(pairs.to(dtype), hidden=hidden)

@@ -8,7 +8,6 @@ with a sentence instead of an unrelated TypeError inside the test code.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 import torch
@@ -21,7 +20,6 @@ from grader.checks import (  # noqa: F401 (re-exported for the tier files)
     fail,
     leaf,
     show,
-    text,
     tolerance,
 )
 from grader.sandbox import StudentError
@@ -245,7 +243,3 @@ def raised_by(call) -> StudentError | None:
 
 def finite(t: Tensor) -> bool:
     return bool(torch.isfinite(t).all())
-
-
-def sigmoid(x: float) -> float:
-    return 1.0 / (1.0 + math.exp(-x))

@@ -141,19 +141,14 @@ def test_worked_example(student):
         pairs.describe,
         lambda: loss_hint(loss, want, pairs),
     )
+    hint = "the gradient is -beta * sigmoid(-m) on pc and +beta * sigmoid(-m) on pr"
     for name, got, value in (
         ("policy_chosen_logp", chosen, -weight),
         ("policy_rejected_logp", rejected, weight),
     ):
-        hint = "the gradient is -beta * sigmoid(-m) on the chosen log-prob, its negative on the "
-        expect_close(
-            got,
-            torch.tensor([value], dtype=F64),
-            f"d loss / d {name}",
-            *tolerance(F64),
-            pairs.describe,
-            hint + "rejected one",
-        )
+        want_grad = torch.tensor([value], dtype=F64)
+        what = f"d loss / d {name}"
+        expect_close(got, want_grad, what, *tolerance(F64), pairs.describe, hint)
 
 
 def test_sequence_logp_matches_reference(student, reference):

@@ -1,0 +1,29 @@
+"""Computes in float64 for accuracy and forgets to cast the loss back to the policy's dtype.
+
+Caught by: test_t0_contract.py::test_dtype_kept
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def sequence_logp(token_logp: Tensor, mask: Tensor) -> Tensor:
+    valid = mask != 0  # [B, L]
+    return torch.where(valid, token_logp, 0.0).sum(-1)  # [B]
+
+
+def dpo_loss(
+    policy_chosen_logp: Tensor,
+    policy_rejected_logp: Tensor,
+    ref_chosen_logp: Tensor,
+    ref_rejected_logp: Tensor,
+    beta: float = 0.1,
+) -> Tensor:
+    if beta <= 0:
+        raise ValueError(f"beta must be positive; got {beta}")
+    chosen = policy_chosen_logp.double() - ref_chosen_logp.detach().double()  # [B]
+    rejected = policy_rejected_logp.double() - ref_rejected_logp.detach().double()  # [B]
+    margin = beta * (chosen - rejected)  # [B]
+    losses = -F.logsigmoid(margin)  # [B]
+    return losses.sum() / max(losses.shape[0], 1)

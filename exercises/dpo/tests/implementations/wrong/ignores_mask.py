@@ -1,0 +1,27 @@
+"""Sums every position, padding included.
+
+Caught by: test_t1_reference.py::test_sequence_logp_matches_reference, test_t2_padding.py::test_padding_never_matters
+"""
+
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def sequence_logp(token_logp: Tensor, mask: Tensor) -> Tensor:
+    return token_logp.sum(-1)  # [B]
+
+
+def dpo_loss(
+    policy_chosen_logp: Tensor,
+    policy_rejected_logp: Tensor,
+    ref_chosen_logp: Tensor,
+    ref_rejected_logp: Tensor,
+    beta: float = 0.1,
+) -> Tensor:
+    if beta <= 0:
+        raise ValueError(f"beta must be positive; got {beta}")
+    chosen = policy_chosen_logp - ref_chosen_logp.detach()  # [B]
+    rejected = policy_rejected_logp - ref_rejected_logp.detach()  # [B]
+    margin = beta * (chosen - rejected)  # [B]
+    losses = -F.logsigmoid(margin)  # [B]
+    return losses.sum() / max(losses.shape[0], 1)

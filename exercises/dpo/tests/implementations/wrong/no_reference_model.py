@@ -1,0 +1,27 @@
+"""Forgets the reference model: the margin is beta * (pc - pr).
+
+Caught by: test_t1_reference.py::test_worked_example, test_t2_properties.py::test_only_log_ratios_matter
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def sequence_logp(token_logp: Tensor, mask: Tensor) -> Tensor:
+    valid = mask != 0  # [B, L]
+    return torch.where(valid, token_logp, 0.0).sum(-1)  # [B]
+
+
+def dpo_loss(
+    policy_chosen_logp: Tensor,
+    policy_rejected_logp: Tensor,
+    ref_chosen_logp: Tensor,
+    ref_rejected_logp: Tensor,
+    beta: float = 0.1,
+) -> Tensor:
+    if beta <= 0:
+        raise ValueError(f"beta must be positive; got {beta}")
+    margin = beta * (policy_chosen_logp - policy_rejected_logp)  # [B]
+    losses = -F.logsigmoid(margin)  # [B]
+    return losses.sum() / max(losses.shape[0], 1)

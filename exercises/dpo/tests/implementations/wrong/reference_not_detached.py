@@ -1,0 +1,29 @@
+"""Does not detach the reference log-probs, so a gradient reaches the frozen reference model.
+
+Caught by: test_t2_properties.py::test_reference_model_is_frozen
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def sequence_logp(token_logp: Tensor, mask: Tensor) -> Tensor:
+    valid = mask != 0  # [B, L]
+    return torch.where(valid, token_logp, 0.0).sum(-1)  # [B]
+
+
+def dpo_loss(
+    policy_chosen_logp: Tensor,
+    policy_rejected_logp: Tensor,
+    ref_chosen_logp: Tensor,
+    ref_rejected_logp: Tensor,
+    beta: float = 0.1,
+) -> Tensor:
+    if beta <= 0:
+        raise ValueError(f"beta must be positive; got {beta}")
+    chosen = policy_chosen_logp - ref_chosen_logp  # [B]
+    rejected = policy_rejected_logp - ref_rejected_logp  # [B]
+    margin = beta * (chosen - rejected)  # [B]
+    losses = -F.logsigmoid(margin)  # [B]
+    return losses.sum() / max(losses.shape[0], 1)

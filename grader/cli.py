@@ -9,7 +9,7 @@
 
 Exit status: 0 every graded submission passed (or every check held); 1 one failed (a syntax
 error and a timeout count as failures); 2 the command itself was wrong (a missing path, an
-unknown tier or exercise, a broken manifest).
+unknown tier or exercise, a broken manifest, a sandbox weaker than GSPO_GRADER_SANDBOX_REQUIRE).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 
 from grader.exercise import Exercise, ExerciseError, catalog, find_exercise
 from grader.judge.registry import TierRegistryError, load_tiers, parse_tier_list
+from grader.sandbox.isolation import IsolationError, check_required, detect_isolation
 
 PROG = "gspo-grader"
 
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         return handlers[args.command](args)
-    except (UsageProblem, TierRegistryError, ExerciseError) as error:
+    except (UsageProblem, TierRegistryError, ExerciseError, IsolationError) as error:
         print(f"{PROG}: error: {_one_line(str(error))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -112,6 +113,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
         raise UsageProblem("--gradescope and --junit take a single submission")
     if args.jobs < 1:
         raise UsageProblem(f"--jobs must be at least 1; got {args.jobs}")
+    check_required(detect_isolation())  # GSPO_GRADER_SANDBOX_REQUIRE: refuse before grading
     reports = grade_files(
         paths,
         mode=args.mode,

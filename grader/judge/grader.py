@@ -57,7 +57,7 @@ class Grader:
         self._idle: queue.Queue[JudgeClient | JudgeFailed] = queue.Queue()
         self._lock = threading.Lock()
         self._judges: set[JudgeClient] = set()
-        self._counts = {"ready": 0, "busy": 0, "graded": 0, "judge_failures": 0}
+        self._counts = {"ready": 0, "busy": 0, "graded": 0, "judge_failures": 0, "recycled": 0}
         self._closed = self._started = False
         self.start_error: JudgeFailed | None = None  # why the last judge failed to start
 
@@ -165,7 +165,8 @@ class Grader:
             judge.close()
             return
         if not judge.alive() or judge.gradings >= self.recycle_after:
-            self._count(judge_failures=int(not judge.alive()))
+            alive = judge.alive()
+            self._count(judge_failures=int(not alive), recycled=int(alive))
             with self._lock:
                 self._judges.discard(judge)
             judge.close()

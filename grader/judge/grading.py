@@ -30,7 +30,7 @@ from grader.judge.verdicts import (
     GraderFault,
     SubmissionNotLoaded,
     Verdict,
-    is_time_or_crash,
+    hit_a_limit,
     shorten,
 )
 from grader.report import (
@@ -170,7 +170,7 @@ class Grading:
         record.same_as = verdict.same_as
         if verdict.blame == "grader":
             self._grader_problems.append(f"{record.id}: {verdict.message}")
-        if is_time_or_crash(verdict.student_error) and self._student_event is None:
+        if hit_a_limit(verdict.student_error) and self._student_event is None:
             self._student_event = verdict.student_error
         call = self._last_call.get(nodeid)
         if verdict.outcome in ("failed", "error") and not record.hidden and call is not None:
@@ -284,8 +284,7 @@ class Grading:
         event = self._student_event
         if event is None:
             return None
-        kind = event.kind if event.kind in ("timeout", "crash", "memory_limit") else "crash"
-        return SubmissionError(kind=kind, message=shorten(str(event)), line=event.line)
+        return SubmissionError(kind=event.kind, message=shorten(str(event)), line=event.line)
 
     def _grader_error(self) -> GraderError | None:
         problems = self.problems + self._grader_problems

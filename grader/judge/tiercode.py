@@ -1,7 +1,7 @@
 """Compile the tier folder's modules once per judge process; run them afresh every grading.
 
 A warm judge collects the tier suites again for every grading, and the tier modules are
-dropped afterwards (inline.py), so nothing a test module holds passes from one student's
+dropped afterwards (engine.py), so nothing a test module holds passes from one student's
 grading to the next. Without a cache, each grading also re-parses, assert-rewrites and
 compiles every module of the folder (~50 ms, since the judge may not write .pyc files).
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from grader.sandbox import StudentCrash, StudentError, StudentTimeout
+from grader.sandbox import StudentError
 
 MAX_MESSAGE_CHARS = 800
 GRADER_FAULT = "Grader error (not your code's fault)"
@@ -51,8 +51,9 @@ def judge_exception(error: BaseException, phase: str) -> Verdict:
     return Verdict("error", grader_message(error, phase), "grader")
 
 
-def is_time_or_crash(error: BaseException | None) -> bool:
-    return isinstance(error, StudentTimeout | StudentCrash)
+def hit_a_limit(error: BaseException | None) -> bool:
+    """A student error that the report names as the submission's (a limit or a crash)."""
+    return getattr(error, "kind", None) in ("timeout", "crash", "memory_limit")
 
 
 def assertion_message(error: BaseException) -> str:

@@ -28,7 +28,6 @@ SubmissionErrorKind = Literal[
     "timeout",
     "memory_limit",
     "crash",
-    "output_limit",
 ]
 
 

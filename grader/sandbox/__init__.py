@@ -14,32 +14,33 @@ agree on), `proxy.py` and `remote_autograd.py` (the judge's side of a call), `la
 `isolation.py` (the levels and their words). The exception tree is drawn in `errors.py`.
 """
 
-from grader.sandbox.errors import (
-    LoadError,
-    SandboxError,
-    StudentCrash,
-    StudentError,
-    StudentLoadError,
-    StudentTimeout,
-)
-from grader.sandbox.isolation import IsolationInfo, detect_isolation
-from grader.sandbox.pool import WorkerPool
-from grader.sandbox.proxy import StudentProxy, open_student
-from grader.sandbox.worker.contract import Limits
-from grader.sandbox.worker.wire import WireError
+from __future__ import annotations
 
-__all__ = [
-    "IsolationInfo",
-    "Limits",
-    "LoadError",
-    "SandboxError",
-    "StudentCrash",
-    "StudentError",
-    "StudentLoadError",
-    "StudentProxy",
-    "StudentTimeout",
-    "WireError",
-    "WorkerPool",
-    "detect_isolation",
-    "open_student",
-]
+import importlib
+from typing import Any
+
+# Imported lazily: `grader.sandbox.isolation` and `worker.contract` must not load torch for
+# the processes that only describe or configure the sandbox (the service's API nodes, doctor).
+_EXPORTS = {
+    "IsolationInfo": "grader.sandbox.isolation",
+    "detect_isolation": "grader.sandbox.isolation",
+    "Limits": "grader.sandbox.worker.contract",
+    "LoadError": "grader.sandbox.errors",
+    "SandboxError": "grader.sandbox.errors",
+    "StudentCrash": "grader.sandbox.errors",
+    "StudentError": "grader.sandbox.errors",
+    "StudentLoadError": "grader.sandbox.errors",
+    "StudentTimeout": "grader.sandbox.errors",
+    "StudentProxy": "grader.sandbox.proxy",
+    "open_student": "grader.sandbox.proxy",
+    "WorkerPool": "grader.sandbox.pool",
+    "WireError": "grader.sandbox.worker.codec",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'grader.sandbox' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -9,7 +9,8 @@
     |   +-- StudentLoadError  the submission did not load (see .load_error); every call
     |                         raises this
     +-- SandboxError          our side failed (no worker could start): a grader error
-    +-- WireError             (from the wire) a frame broke the format or a cap
+    +-- WireError             a frame broke the format or a cap (worker/codec.py; the
+                              proxy turns it into a StudentCrash)
 
 `LoadError` is not an exception: it is why a submission could not be loaded, kept on the
 proxy as `.load_error`, with the fields of the report's SubmissionError.
@@ -19,8 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grader.sandbox.worker.wire import WireClosed, WireError, WireTimeout
-
 __all__ = [
     "LoadError",
     "SandboxError",
@@ -28,9 +27,6 @@ __all__ = [
     "StudentError",
     "StudentLoadError",
     "StudentTimeout",
-    "WireClosed",
-    "WireError",
-    "WireTimeout",
 ]
 
 
@@ -51,7 +47,9 @@ class StudentError(Exception):
     "ZeroDivisionError: division by zero (submission.py, line 12)".
     """
 
-    kind = "exception"  # what the judge reports: exception | timeout | crash | memory_limit
+    # what the judge reports: exception | timeout | crash | memory_limit (an allocation that
+    # the address-space limit refused: Python's MemoryError or torch's "can't allocate memory")
+    kind = "exception"
 
     def __init__(
         self,
@@ -67,6 +65,8 @@ class StudentError(Exception):
         self.student_traceback = student_traceback
         self.line = line
         self.filename = filename
+        if type_name == "MemoryError" or "allocate memory" in message:  # Python's or torch's
+            self.kind = "memory_limit"
         super().__init__(self._text())
 
     def _text(self) -> str:

@@ -84,7 +84,9 @@ def start_worker(
         log.warning("sandbox is weaker than bwrap: %s", info.details)
     root = isolation.running_as_root()
     limits = limits or Limits.from_env()
-    if not root:  # RLIMIT_NPROC would count every process of the judge's own uid
+    if not root and info.level < Level.BWRAP:
+        # without a user namespace of its own, the worker's RLIMIT_NPROC would count every
+        # process of the judge's uid; with one (bwrap), the kernel counts them apart
         limits = limits.replace(processes=None)
     uid = uids.slots.take() if root and info.level >= Level.RLIMITS else None  # NONE: judge's
     python_args = isolation.worker_args(info.level, str(worker_dir), script, args or [])

@@ -109,12 +109,10 @@ class ZygoteClient:
     def fork_worker(self, limits: Limits, arm_clock: bool = True) -> WorkerHandle:
         """A fresh confined worker with `limits`, its grading clock armed if asked.
 
-        As root it gets its own host uid; otherwise it keeps the judge's, and RLIMIT_NPROC,
-        which would count the judge's processes too, is left unset (as for spawned ones).
+        As root it gets its own host uid; otherwise it keeps the judge's, in a user namespace
+        of its own, where the kernel counts its processes (RLIMIT_NPROC) apart from the judge's.
         """
-        root = isolation.running_as_root()
-        uid = uids.slots.take() if root else None
-        limits = limits if root else limits.replace(processes=None)
+        uid = uids.slots.take() if isolation.running_as_root() else None
         try:
             with self._lock:
                 self._wait_ready_locked(WAITS.worker_ready_s)
@@ -168,7 +166,7 @@ class ZygoteClient:
             level=Level.BWRAP,
             uid=uid,
             isolation=isolation.describe(Level.BWRAP, uid, forked=True),
-            pid=int(reply["pid"]),
+            pid=_pid_of(fds[0]),
             forked=True,
         )
 
@@ -195,6 +193,16 @@ class ZygoteClient:
         text, _ = self._handle.take_output(settle_s=0.2)
         tail = text.strip().splitlines()[-3:]
         return ZygoteError(f"sandbox zygote: {why}" + (f" ({' | '.join(tail)})" if tail else ""))
+
+
+def _pid_of(pidfd: int) -> int:
+    """The pid, in the judge's namespace, of the process a pidfd refers to (the zygote
+    reports pids of its own namespace)."""
+    with open(f"/proc/self/fdinfo/{pidfd}") as info:
+        for line in info:
+            if line.startswith("Pid:"):
+                return int(line.split()[1])
+    raise ZygoteError("the zygote sent a descriptor that is not a pidfd")
 
 
 def _close_all(*items) -> None:

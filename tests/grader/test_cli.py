@@ -19,8 +19,8 @@ from grader.exercise import REPO_ROOT
 CLI = [sys.executable, "-m", "grader"]
 
 
-def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "GSPO_GRADER_EXERCISE_DIR"}
+def run_cli(*args: str, timeout: float = 600, env=None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "GSPO_GRADER_EXERCISE_DIR"} | (env or {})
     return subprocess.run(
         [*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT, env=env
     )
@@ -99,6 +99,51 @@ def test_folder_bulk_grading_exits_1_and_writes_the_gradebook(tmp_path):
     assert by_name["ada.py"]["passed"] == "true" and by_name["ada.py"]["T0"] == "10"
     assert by_name["bob.py"]["passed"] == "false" and by_name["bob.py"]["T0"] == "0"
     assert by_name["cy.py"]["error"].startswith("syntax_error")
+
+
+def test_a_sandbox_weaker_than_required_is_refused_before_grading():
+    env = {"GSPO_GRADER_SANDBOX_LEVEL": "rlimits", "GSPO_GRADER_SANDBOX_REQUIRE": "bwrap"}
+    result = run_cli("grade", "reference/gspo.py", env=env, timeout=120)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("gspo-grader: error: sandbox isolation bwrap is required")
+    assert result.stderr.count("\n") == 1
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+def test_run_mode_of_a_failing_file_exits_1_with_visible_tests_only():
+    result = run_cli("grade", "starter/gspo.py", "--mode", "run", "--json", "-")
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    assert report["mode"] == "run" and not report["passed"]
+    tests = [test for tier in report["tiers"] for test in tier["tests"]]
+    assert tests and not any(test["hidden"] for test in tests)
+
+
+def test_the_exercises_are_listed_and_each_statement_is_printed(capsys):
+    assert main(["exercises"]) == 0
+    listing = capsys.readouterr().out
+    assert listing.startswith("gspo ") and "\ndpo " in listing
+    assert main(["statement", "--exercise", "dpo"]) == 0
+    dpo = (REPO_ROOT / "exercises" / "dpo" / "statement.md").read_text(encoding="utf-8")
+    assert capsys.readouterr().out == dpo
+    assert main(["statement", "--exercise", "nope"]) == 2
+    assert "no exercise 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+def test_check_exercise_passes_both_exercises_and_names_a_broken_one(tmp_path):
+    for folder in (".", "exercises/dpo"):
+        result = run_cli("check-exercise", folder)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout.count("[ok]") == 7 and "every check holds" in result.stdout
+    broken = tmp_path / "broken"
+    shutil.copytree(REPO_ROOT / "exercises" / "dpo", broken)
+    (broken / "starter" / "dpo.py").write_text((broken / "reference" / "dpo.py").read_text())
+    result = run_cli("check-exercise", str(broken))
+    assert result.returncode == 1
+    assert "[FAIL] starter fails every tier: 100/100" in result.stdout
 
 
 def test_doctor_prints_the_isolation_report_and_versions(capsys):

@@ -12,7 +12,6 @@ const ERROR_TITLES = {
   timeout: "Time limit exceeded",
   memory_limit: "Memory limit exceeded",
   crash: "Your code crashed the worker",
-  output_limit: "Too much output",
 };
 const OUTCOME_MARK = { passed: "✓", failed: "✗", error: "!", skipped: "–" };
 /** A score as people read it: at most two decimals (the report keeps the exact value). */

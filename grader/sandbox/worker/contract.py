@@ -97,7 +97,7 @@ class Limits:
     retry_wall_seconds: float = 2.0
     grading_wall_seconds: float = 60.0  # wall clock of a whole grading, load included
     memory_bytes: int = 2 * GIB  # address space (RLIMIT_AS); torch needs about 400 MiB
-    processes: int | None = 64  # RLIMIT_NPROC; None = not set (judge runs unprivileged)
+    processes: int | None = 64  # RLIMIT_NPROC; None: not set (the rlimits level, unprivileged)
     open_files: int = 64  # RLIMIT_NOFILE
     file_size_bytes: int = 16 * MIB  # largest file the worker may write (RLIMIT_FSIZE)
     output_bytes: int = 1 * MIB  # stdout + stderr kept; the rest is dropped, marked cut

@@ -210,6 +210,16 @@ def test_endless_loop_in_a_call_is_a_timeout(grader):
     assert report.grader_error is None and not report.passed
 
 
+def test_running_out_of_memory_is_named_as_such(grader):
+    source = REFERENCE + "\n\ndef sequence_ratio(logp, old_logp, mask):\n"
+    source += "    hoard = bytearray(64 * 2**30)\n    return logp\n"
+    report = grader.grade(source, mode="run", tiers=["A"])
+    error = report.submission_error
+    assert error is not None and error.kind == "memory_limit", error
+    assert "MemoryError" in outcomes(report)["test_ratio"].message
+    assert report.grader_error is None and not report.passed
+
+
 SLOW = REFERENCE.replace(
     "def sequence_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:",
     "def sequence_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:\n"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader.exercise import REPO_ROOT, default_exercise
+from grader.exercise import REPO_ROOT, default_exercise, find_exercise
 from grader.judge import Grader, load_tiers
 from grader.sandbox import Limits
 
@@ -99,3 +99,20 @@ def test_exception_at_import_and_printed_output(grader):
 def test_stats_count_gradings(grader):
     stats = grader.stats()
     assert stats["pool_size"] == 1 and stats["graded"] >= 1 and stats["busy"] == 0
+
+
+def test_a_judge_is_recycled_after_its_gradings_and_grading_goes_on():
+    with Grader(pool_size=1, limits=LIMITS, recycle_after=2, warm=False) as recycling:
+        reports = [recycling.grade(REFERENCE, tiers=["T0"]) for _ in range(3)]
+        stats = recycling.stats()
+    assert all(report.passed for report in reports), [r.grader_error for r in reports]
+    assert stats["recycled"] == 1 and stats["judge_failures"] == 0 and stats["graded"] == 3
+
+
+def test_any_exercise_of_the_catalog_is_graded_by_the_same_judge(grader):
+    dpo = find_exercise("dpo")
+    report = grader.grade(dpo.reference.read_text(encoding="utf-8"), exercise="dpo")
+    assert report.exercise == "dpo" and report.passed, report.grader_error
+    assert [table.name for table in report.artifacts.tables] == ["pairs", "token_grads"]
+    back = grader.grade(REFERENCE, tiers=["T0"])  # and back to the root exercise
+    assert back.exercise == "gspo" and back.passed

@@ -6,6 +6,7 @@ hostile submission must be stopped in seconds, not minutes.
 
 from __future__ import annotations
 
+import os
 import signal
 import stat
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.sandbox import isolation, uids
 from grader.sandbox.handle import WorkerHandle
 from grader.sandbox.isolation import Level, detect_isolation
 from grader.sandbox.launch import start_worker
@@ -129,6 +131,58 @@ def read_all_output(worker: WorkerHandle, timeout: float = 5.0) -> tuple[str, bo
         time.sleep(0.02)
 
 
+def _pid_ns(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as listing:
+            return [int(child) for child in listing.read().split()]
+    except OSError:
+        return []
+
+
+def pid_namespace(worker: WorkerHandle) -> str:
+    """The pid namespace a live worker's processes run in (as root or not, forked or
+    spawned): its init is the worker's pid (forked) or the first descendant of its launcher
+    outside the judge's namespace (spawned)."""
+    host = _pid_ns(os.getpid())
+    todo = [worker.pid]
+    while todo:
+        pid = todo.pop(0)
+        ns = _pid_ns(pid)
+        if ns is not None and ns != host:
+            return ns
+        todo += _children(pid)
+    raise AssertionError(f"no process of worker {worker.pid} runs in a namespace of its own")
+
+
+def namespace_members(ns: str) -> list[int]:
+    """Every process still in pid namespace `ns`: what a worker's kill must leave empty."""
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and _pid_ns(int(p)) == ns]
+
+
+def view_argv(uid: int | None, binds: list[Path]) -> list[str]:
+    """bwrap arguments that run a command in a read-only view of the system, this
+    interpreter, the repository and `binds`, with world-traversable parents (the interpreter
+    may lie below a 0700 /root), a private /tmp, and the host's /proc and pids (an
+    unprivileged bwrap inside may only mount a proc of its own where the host's is fully
+    visible); as `uid` (None: root, sharing the uid-slot locks of /run/gspo-grader with the
+    host's judges)."""
+    pairs = [*isolation.python_binds(), *[(str(p), str(p)) for p in (REPO, *binds)]]
+    argv = ["bwrap", "--die-with-parent", "--ro-bind", "/etc", "/etc"]
+    argv += [*isolation.read_only_view(pairs), "--dev", "/dev", "--chdir", str(REPO)]
+    argv += ["--bind", "/proc", "/proc"]
+    if uid is None:
+        os.makedirs(uids.UID_LOCK_DIR, exist_ok=True)
+        return [*argv, "--bind", uids.UID_LOCK_DIR, uids.UID_LOCK_DIR]
+    return [*argv, "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+
+
 class Kit:
     """Helpers the sandbox tests share (a fixture, so no test imports this conftest)."""
 
@@ -138,6 +192,9 @@ class Kit:
     wait_until = staticmethod(wait_until)
     read_all_output = staticmethod(read_all_output)
     pids_of = staticmethod(pids_of)
+    pid_namespace = staticmethod(pid_namespace)
+    namespace_members = staticmethod(namespace_members)
+    view_argv = staticmethod(view_argv)
 
 
 @pytest.fixture(scope="session")

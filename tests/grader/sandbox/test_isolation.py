@@ -233,24 +233,6 @@ def _status_field(pid: int, name: str) -> list[str] | None:
     return None
 
 
-@pytest.mark.sandbox
-def test_the_rlimits_level_still_isolates_what_it_promises(
-    start, kit, tmp_path, loopback_listener, monkeypatch
-):
-    """Where the worker's uid can reach the interpreter (below /root it cannot: see
-    test_judge_in_a_view.py, which runs the same check as root and unprivileged)."""
-    info = detect_isolation(cap=Level.RLIMITS)
-    if info.level != Level.RLIMITS:
-        pytest.skip(f"rlimits is not available here: {'; '.join(info.problems)}")
-    monkeypatch.setenv("GSPO_FAKE_SECRET", "hunter2")
-    port = loopback_listener.getsockname()[1]
-    seen, worker = _inside(start, kit, tmp_path, port, level=Level.RLIMITS)
-    assert "hunter2" not in json.dumps(seen) and set(seen["env"]) <= MINIMAL_ENV_KEYS
-    assert seen["cwd_entries"] == [] and worker.isolation.startswith("RLIMITS ONLY")
-    if isolation.running_as_root():
-        assert seen["uid"] != 0
-
-
 def test_a_venv_below_tmp_is_bound_after_the_private_tmp():
     """bwrap applies its arguments in order: a bind before `--tmpfs /tmp` would be hidden."""
     argv = isolation.read_only_view([("/tmp/ci/venv", "/tmp/ci/venv")], 1 << 20)

@@ -179,6 +179,14 @@ def test_forking_a_worker_takes_milliseconds(forking_pool, capsys):
     assert seconds[2] < 3.0  # a spawned worker needs seconds of CPU for import torch
 
 
+def test_the_zygote_keeps_a_spare_worker_forked_ahead(forking_pool):
+    assert forking_pool.wait_ready(60)
+    worker = forking_pool.acquire()
+    assert worker.forked and worker.has_spoken(timeout=0)  # ready before it was asked for
+    worker.kill()
+    assert forking_pool.wait_ready(60) and forking_pool.idle_count() == 1  # forked again
+
+
 def test_a_forked_worker_imports_what_the_zygote_never_imported(forking_pool):
     """Its fresh /tmp must not hide a venv that lies below /tmp (a CI clone's)."""
     seen, _ = _call(forking_pool, "def f():\n    import pytest\n    return pytest.__version__\n")

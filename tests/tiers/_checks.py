@@ -16,14 +16,18 @@ import torch
 from torch import Tensor
 
 from grader.checks import (  # noqa: F401 (re-exported for the tier files)
+    device_note,
+    difference,
     expect,
     expect_close,
     expect_tensor,
     fail,
+    is_close,
     leaf,
     show,
     text,
     tolerance,
+    worst_entry,
 )
 
 RATIO_WHY = ", one ratio per response"
@@ -58,6 +62,16 @@ class Batch:
             logp=self.logp.to(dtype),
             old_logp=self.old_logp.to(dtype),
             advantages=self.advantages.to(dtype),
+        )
+
+    def on(self, device: str) -> Batch:
+        """The same case with every tensor on another device (`meta` keeps shapes only)."""
+        return replace(
+            self,
+            logp=self.logp.to(device),
+            old_logp=self.old_logp.to(device),
+            mask=self.mask.to(device),
+            advantages=self.advantages.to(device),
         )
 
     def describe(self) -> str:

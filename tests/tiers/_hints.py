@@ -3,7 +3,13 @@
 When a value is wrong, a student learns most from hearing *which* wrong formula it matches:
 "your ratio equals the arithmetic mean of the token ratios" says more than two numbers. Each
 candidate below is a known mistake computed here, in float64, from the same inputs; a hint is
-given only when the student's values match one candidate on every response.
+given only when the student's values match one candidate on every response, and only when
+that candidate differs from the right answer on these inputs.
+
+A value that under- or overflows is checked the same way: `overflow_hint` names the way out
+of log space only when the submission's value is inf, nan or 0 where the exact one is an
+ordinary number, and a product of token ratios or of probabilities, computed in the
+submission's dtype, breaks on the very same responses.
 """
 
 from __future__ import annotations
@@ -39,6 +45,14 @@ def ratio_candidates(batch: Batch) -> dict[str, Tensor]:
             -log_ratio.sum(-1) / T
         ).exp(),
         "it equals the mean log-ratio itself; exponentiate it": log_ratio.sum(-1) / T,
+        "it equals the ratio with its mean log-ratio clamped to [-10, 10]; GSPO clips the "
+        "ratio only inside the loss, through min(s*A, clip(s)*A), never the log-ratio itself": (
+            (log_ratio.sum(-1) / T).clamp(-10, 10).exp()
+        ),
+        "it equals the ratio with every token log-ratio clamped to [-20, 20]; GSPO clips the "
+        "ratio only inside the loss, through min(s*A, clip(s)*A), never a token's log-ratio": (
+            (torch.where(valid, log_ratio.clamp(-20, 20), 0.0).sum(-1) / T).exp()
+        ),
     }
 
 
@@ -56,14 +70,30 @@ def _per_token_objective(batch: Batch) -> Tensor:
     return token.sum(-1) / lengths.clamp(min=1)
 
 
+def loss_from_ratio(batch: Batch, ratio: Tensor) -> Tensor:
+    """The right loss () built on the given ratios [B] (float64)."""
+    raw, clipped = _objectives(batch, ratio.double())
+    nonempty = batch.valid.any(-1)  # [B]
+    objective = torch.where(nonempty, torch.minimum(raw, clipped), 0.0)  # [B]
+    return -objective.sum() / max(batch.B, 1)
+
+
 def loss_candidates(batch: Batch) -> dict[str, Tensor]:
-    """Wrong losses (shape ()) students often produce, keyed by the advice that fixes them."""
+    """Wrong losses (shape ()) students often produce, keyed by the advice that fixes them:
+    the loss's own mistakes first, then the right loss built on a wrong ratio."""
     log_ratio, lengths, _ = _parts(batch)
     ratio = (log_ratio.sum(-1) / lengths.clamp(min=1)).exp()  # [B]
     raw, clipped = _objectives(batch, ratio)
     nonempty = lengths > 0  # [B]
     good = torch.where(nonempty, torch.minimum(raw, clipped), 0.0)  # [B]
     count = max(int(nonempty.sum()), 1)
+    dual = torch.where(
+        batch.advantages.double() < 0, torch.maximum(good, 3 * batch.advantages.double()), good
+    )
+    from_ratio = {
+        f"its sequence ratios are wrong: {advice}": loss_from_ratio(batch, wrong)
+        for advice, wrong in ratio_candidates(batch).items()
+    }
     return {
         "it equals minus the correct loss; the loss is the NEGATIVE mean objective": good.mean(),
         "it equals the sum over responses; take the mean over all B responses": -good.sum(),
@@ -81,14 +111,18 @@ def loss_candidates(batch: Batch) -> dict[str, Tensor]:
         "response, so all its tokens share one clipping decision": -_per_token_objective(
             batch
         ).mean(),
-    }
+        "it equals the dual-clip objective, which caps a negative advantage's loss at 3*|A|; "
+        "GSPO has no second clip: with A < 0 a large ratio keeps s*A": -torch.where(
+            nonempty, dual, 0.0
+        ).mean(),
+    } | from_ratio
 
 
 def _matches(actual: Tensor, candidate: Tensor, expected: Tensor) -> bool:
-    a = actual.detach().double()
-    if torch.allclose(candidate, expected, rtol=1e-6, atol=1e-9):
+    a, c = actual.detach().double(), candidate.detach().double()
+    if torch.allclose(c, expected, rtol=1e-6, atol=1e-9, equal_nan=True):
         return False  # this mistake makes no difference on this input
-    return bool(torch.allclose(a, candidate, rtol=1e-4, atol=1e-6))
+    return bool(torch.allclose(a, c, rtol=1e-4, atol=1e-6, equal_nan=True))
 
 
 def hint(actual: Tensor, expected: Tensor, candidates: dict[str, Tensor]) -> str:
@@ -108,3 +142,44 @@ def ratio_hint(actual: Tensor, expected: Tensor, batch: Batch) -> str:
 
 def loss_hint(actual: Tensor, expected: Tensor, batch: Batch) -> str:
     return hint(actual, expected, loss_candidates(batch))
+
+
+def _broken(values: Tensor) -> Tensor:
+    """Where a ratio came out inf, nan or 0 [B] bool."""
+    values = values.detach().double()
+    return ~torch.isfinite(values) | (values == 0)
+
+
+def overflow_candidates(batch: Batch) -> list[Tensor]:
+    """Ratios [B] computed outside log space, in the batch's own dtype: a product of token
+    ratios, exp of the summed log-ratios, and a ratio of products of probabilities, each
+    followed by the T-th root."""
+    valid = batch.valid
+    T = valid.sum(-1).clamp(min=1).to(batch.logp.dtype)  # [B]
+    one = torch.ones((), dtype=batch.logp.dtype)
+    log_ratio = torch.where(valid, batch.logp - batch.old_logp, 0 * one)  # [B, L]
+    probability = torch.where(valid, batch.logp.exp(), one).prod(-1)  # [B]
+    old_probability = torch.where(valid, batch.old_logp.exp(), one).prod(-1)  # [B]
+    return [
+        torch.where(valid, log_ratio.exp(), one).prod(-1) ** (1 / T),
+        log_ratio.sum(-1).exp() ** (1 / T),
+        (probability / old_probability) ** (1 / T),
+    ]
+
+
+LOG_SPACE_ADVICE = (
+    "Your value looks like a known mistake: it is inf, nan or 0 on rows where the exact ratio "
+    "is an ordinary number, as a product of thousands of token ratios (or of probabilities) "
+    "under- or overflows on this input; average the log-ratios, then exponentiate once"
+)
+
+
+def overflow_hint(actual: Tensor, expected: Tensor, batch: Batch) -> str:
+    """The log-space advice, when the ratio [B] or the loss () came out inf, nan or 0 where
+    the exact value did not, and leaving log space breaks on the same responses."""
+    bad = _broken(actual) & ~_broken(expected)  # [B] or ()
+    if not bool(bad.any()):
+        return ""
+    breaks = torch.stack([_broken(c) for c in overflow_candidates(batch)]).any(0)  # [B]
+    same = bool(breaks.any()) if bad.dim() == 0 else bool(breaks[bad].all())
+    return LOG_SPACE_ADVICE if same else ""

@@ -176,7 +176,7 @@ def expect_close(
         where = f" at index {list(index)}" if index else ""
         message = f"{what}{where} {difference(got, want, rtol, atol)}"
     hint, context = text(hint), text(context)
-    message += f". {hint}" if hint else ""
+    message += f". {hint[:1].upper()}{hint[1:]}" if hint else ""
     fail(message + (f"; {context}" if context else ""))
 
 

@@ -6,16 +6,18 @@ candidate below is a known mistake computed here, in float64, from the same inpu
 given only when the student's values match one candidate on every response, and only when
 that candidate differs from the right answer on these inputs.
 
-A value that under- or overflows is checked the same way: `overflow_hint` names the way out
-of log space only when the submission's value is inf, nan or 0 where the exact one is an
-ordinary number, and a product of token ratios or of probabilities, computed in the
-submission's dtype, breaks on the very same responses.
+Numerical mistakes are checked the same way: `overflow_hint` computes the ratios outside log
+space (products of token ratios or of probabilities) or with sums in a narrow dtype, in the
+submission's own dtype, so they under- or overflow (or lose precision) exactly as the
+submission's code would, and names one only when the submission's values agree with it on
+every response: nan where it is nan, the same numbers where it is finite. A lone nan or inf
+(a loss) is no evidence: nan has many causes, so it never earns a hint by itself.
 """
 
 from __future__ import annotations
 
 import torch
-from _checks import Batch
+from _checks import Batch, tolerance
 from torch import Tensor
 
 
@@ -118,22 +120,51 @@ def loss_candidates(batch: Batch) -> dict[str, Tensor]:
     } | from_ratio
 
 
-def _matches(actual: Tensor, candidate: Tensor, expected: Tensor) -> bool:
-    a, c = actual.detach().double(), candidate.detach().double()
-    if torch.allclose(c, expected, rtol=1e-6, atol=1e-9, equal_nan=True):
-        return False  # this mistake makes no difference on this input
-    return bool(torch.allclose(a, c, rtol=1e-4, atol=1e-6, equal_nan=True))
+def _gap(x: Tensor, y: Tensor) -> float:
+    """The largest distance between two results; nan meets nan (or inf meets the same inf)
+    at distance 0, nan meets a number at distance inf."""
+    same = (x == y) | (x.isnan() & y.isnan())
+    distance = torch.where(same, 0.0, (x - y).abs().nan_to_num(nan=float("inf")))
+    return float(distance.max()) if distance.numel() else 0.0
 
 
-def hint(actual: Tensor, expected: Tensor, candidates: dict[str, Tensor]) -> str:
-    """The advice of the first candidate that `actual` matches, or "" when none does."""
+def _matches(
+    actual: Tensor, candidate: Tensor, expected: Tensor, rtol: float = 1e-4, atol: float = 1e-6
+) -> bool:
+    """`actual` is the candidate's value: close to it (nan where it is nan) while the candidate
+    is far from the right answer, or a hundred times closer to it than the candidate is to the
+    right answer (a mistake that only costs precision, computed alike)."""
+    a, c, e = actual.detach().double(), candidate.detach().double(), expected.double()
+    if a.dim() == 0 and not bool(a.isfinite()):
+        return False  # a lone nan or inf has too many causes to name one
+    if not torch.allclose(c, e, rtol=1e-6, atol=1e-9, equal_nan=True) and torch.allclose(
+        a, c, rtol=rtol, atol=atol, equal_nan=True
+    ):
+        return True
+    gap = _gap(c, e)
+    return 0 < gap < float("inf") and _gap(a, c) <= 0.01 * gap
+
+
+def hint(
+    actual: Tensor,
+    expected: Tensor,
+    candidates: dict[str, Tensor],
+    rtol: float = 1e-4,
+    atol: float = 1e-6,
+) -> str:
+    """The advice of every candidate that `actual` matches (two mistakes can give the same
+    value on one input: both are named), or "" when none does."""
     expected = expected.detach().double()
     if actual.shape != expected.shape:
         return ""
-    for advice, candidate in candidates.items():
-        if candidate.shape == expected.shape and _matches(actual, candidate, expected):
-            return f"Your value looks like a known mistake: {advice}"
-    return ""
+    found = [
+        advice
+        for advice, candidate in candidates.items()
+        if candidate.shape == expected.shape and _matches(actual, candidate, expected, rtol, atol)
+    ]
+    if not found:
+        return ""
+    return "Your value looks like a known mistake: " + "; or else ".join(found[:2])
 
 
 def ratio_hint(actual: Tensor, expected: Tensor, batch: Batch) -> str:
@@ -144,42 +175,43 @@ def loss_hint(actual: Tensor, expected: Tensor, batch: Batch) -> str:
     return hint(actual, expected, loss_candidates(batch))
 
 
-def _broken(values: Tensor) -> Tensor:
-    """Where a ratio came out inf, nan or 0 [B] bool."""
-    values = values.detach().double()
-    return ~torch.isfinite(values) | (values == 0)
-
-
-def overflow_candidates(batch: Batch) -> list[Tensor]:
-    """Ratios [B] computed outside log space, in the batch's own dtype: a product of token
-    ratios, exp of the summed log-ratios, and a ratio of products of probabilities, each
-    followed by the T-th root."""
-    valid = batch.valid
-    T = valid.sum(-1).clamp(min=1).to(batch.logp.dtype)  # [B]
-    one = torch.ones((), dtype=batch.logp.dtype)
+def overflow_candidates(batch: Batch) -> dict[str, Tensor]:
+    """Ratios [B] computed outside log space, or from sums in the batch's own dtype, keyed by
+    the advice that fixes them; computed in that dtype, so they break where a submission
+    that computes them alike breaks."""
+    valid, dtype = batch.valid, batch.logp.dtype
+    name = str(dtype).removeprefix("torch.")
+    T = valid.sum(-1).clamp(min=1).to(dtype)  # [B]
+    one = torch.ones((), dtype=dtype)
     log_ratio = torch.where(valid, batch.logp - batch.old_logp, 0 * one)  # [B, L]
     probability = torch.where(valid, batch.logp.exp(), one).prod(-1)  # [B]
     old_probability = torch.where(valid, batch.old_logp.exp(), one).prod(-1)  # [B]
-    return [
-        torch.where(valid, log_ratio.exp(), one).prod(-1) ** (1 / T),
-        log_ratio.sum(-1).exp() ** (1 / T),
-        (probability / old_probability) ** (1 / T),
-    ]
-
-
-LOG_SPACE_ADVICE = (
-    "Your value looks like a known mistake: it is inf, nan or 0 on rows where the exact ratio "
-    "is an ordinary number, as a product of thousands of token ratios (or of probabilities) "
-    "under- or overflows on this input; average the log-ratios, then exponentiate once"
-)
+    new_sum = torch.where(valid, batch.logp, 0 * one).sum(-1)  # [B]
+    old_sum = torch.where(valid, batch.old_logp, 0 * one).sum(-1)  # [B]
+    log_space = (
+        f"in {name}, over many tokens, it under- or overflows or loses precision; average the "
+        "log-ratios, then exponentiate once"
+    )
+    return {
+        f"it equals exp of the summed log-ratios, then the T-th root: {log_space}": (
+            log_ratio.sum(-1).exp() ** (1 / T)
+        ),
+        f"it equals the product of the token ratios, then the T-th root: {log_space}": (
+            torch.where(valid, log_ratio.exp(), one).prod(-1) ** (1 / T)
+        ),
+        "it equals the quotient of the two policies' products of probabilities, then the "
+        f"T-th root: {log_space}": (probability / old_probability) ** (1 / T),
+        f"it sums each policy's log-probabilities separately in {name}, where sums of "
+        f"thousands of them pass the largest value {torch.finfo(dtype).max:g}; subtract "
+        "old_logp before summing, or sum in float32": ((new_sum - old_sum) / T).exp(),
+    }
 
 
 def overflow_hint(actual: Tensor, expected: Tensor, batch: Batch) -> str:
-    """The log-space advice, when the ratio [B] or the loss () came out inf, nan or 0 where
-    the exact value did not, and leaving log space breaks on the same responses."""
-    bad = _broken(actual) & ~_broken(expected)  # [B] or ()
-    if not bool(bad.any()):
-        return ""
-    breaks = torch.stack([_broken(c) for c in overflow_candidates(batch)]).any(0)  # [B]
-    same = bool(breaks.any()) if bad.dim() == 0 else bool(breaks[bad].all())
-    return LOG_SPACE_ADVICE if same else ""
+    """The numerical mistake that a ratio [B], or a loss () built on it, matches."""
+    candidates = overflow_candidates(batch)
+    if actual.dim() == 0:
+        candidates = {advice: loss_from_ratio(batch, c) for advice, c in candidates.items()}
+    rtol, atol = tolerance(batch.logp.dtype)
+    rtol, atol = max(rtol, 1e-4), max(atol, 1e-6)
+    return hint(actual, expected, candidates, rtol, atol)

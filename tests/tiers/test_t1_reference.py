@@ -21,7 +21,7 @@ from _checks import (
     reference_ratio,
     tolerance,
 )
-from _hints import loss_hint, ratio_hint
+from _hints import loss_hint, overflow_hint, ratio_hint
 
 pytestmark = pytest.mark.tier("T1")
 
@@ -92,7 +92,7 @@ def compare_ratio(student, reference, batch: Batch, with_grad: bool = True) -> N
         rtol,
         atol,
         context,
-        lambda: ratio_hint(ratio, want, batch),
+        lambda: overflow_hint(ratio, want, batch) or ratio_hint(ratio, want, batch),
         hidden=batch.hidden,
     )
     if with_grad:
@@ -114,7 +114,7 @@ def compare_loss(student, reference, batch: Batch, with_grad: bool = True) -> to
         rtol,
         atol,
         context,
-        lambda: loss_hint(loss, want, batch),
+        lambda: overflow_hint(loss, want, batch) or loss_hint(loss, want, batch),
         hidden=batch.hidden,
     )
     if with_grad:

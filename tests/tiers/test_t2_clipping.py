@@ -91,10 +91,10 @@ def test_negative_advantage_clips_below(student):
 def test_clip_eps_sets_the_boundary(student):
     """The clip width comes from clip_eps: responses just inside and just outside 1 +- eps."""
     rows = (
-        "A=+1, s just above 1+eps: clipped",
-        "A=+1, s just below 1+eps: not clipped",
-        "A=-1, s just below 1-eps: clipped",
-        "A=-1, s just above 1-eps: not clipped",
+        "with A=+1 and s just above 1+eps (clipped)",
+        "with A=+1 and s just below 1+eps (not clipped)",
+        "with A=-1 and s just below 1-eps (clipped)",
+        "with A=-1 and s just above 1-eps (not clipped)",
     )
     for eps in (0.05, 0.3, 0.5):
         ratios = [1 + eps * 1.1, 1 + eps * 0.9, 1 - eps * 1.1, 1 - eps * 0.9]
@@ -106,7 +106,7 @@ def test_clip_eps_sets_the_boundary(student):
         if not is_close(grad, want, 1e-7, 1e-12):
             row = worst_entry(grad, want)[0][0]
             fail(
-                f"with clip_eps={eps}, the response with {rows[row]}, gets the wrong gradient: "
+                f"with clip_eps={eps}, the response {rows[row]} gets the wrong gradient: "
                 "responses just outside 1 +- clip_eps are clipped (zero gradient) and those "
                 "just inside are not; take the bounds from the clip_eps argument"
             )

@@ -1,5 +1,5 @@
-"""Correct: picks the clip side from the sign of A: min(s, 1+eps)*A for A >= 0, max(s,
-1-eps)*A for A < 0.
+"""Correct: picks the clip side from the sign of A with torch.where: min(s, 1+eps)*A for
+A >= 0, max(s, 1-eps)*A for A < 0.
 """
 
 import torch
@@ -21,9 +21,11 @@ def gspo_loss(
     clip_eps: float = 0.2,
 ) -> Tensor:
     ratio = sequence_ratio(logp, old_logp, mask)  # [B]
-    adv = advantages.detach()  # [B]
+    adv = advantages.detach().to(ratio.dtype)  # [B]
     upper = ratio.clamp(max=1 + clip_eps) * adv  # A >= 0: only a large ratio is cut
     lower = ratio.clamp(min=1 - clip_eps) * adv  # A < 0: only a small ratio is cut
     objective = torch.where(adv >= 0, upper, lower)
     objective = torch.where((mask != 0).any(-1), objective, 0.0)
+    if objective.numel() == 0:
+        return ratio.sum() * 0  # B = 0: an empty sum, still attached to logp
     return -objective.mean()

@@ -25,4 +25,5 @@ def gspo_loss(
     adv = advantages.detach()  # [B]
     objective = torch.minimum(ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv)
     objective = torch.where((mask != 0).any(-1), objective, 0.0)  # empty responses add 0
-    return -objective.mean()
+    total = objective.sum() / (objective.shape[0] + 1e-12)  # B = 0 gives 0 / 1e-12 = 0
+    return (-total).to(logp.dtype)

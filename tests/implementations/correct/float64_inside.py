@@ -22,4 +22,5 @@ def gspo_loss(
     adv = advantages.detach().double()
     objective = torch.minimum(ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv)
     objective = torch.where((mask != 0).any(-1), objective, 0.0)
-    return (-objective.mean()).to(logp.dtype)
+    batch = max(objective.shape[0], 1)  # B = 0: the empty sum over 1
+    return (-objective.sum() / batch).to(logp.dtype)

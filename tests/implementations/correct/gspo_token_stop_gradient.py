@@ -26,7 +26,7 @@ def gspo_loss(
     lengths = valid.sum(-1).clamp(min=1)  # [B]
     s = torch.exp((current - old).sum(-1) / lengths)  # [B]
     s_token = s.detach().unsqueeze(-1) * torch.exp(current - current.detach())  # [B, L], value s
-    adv = advantages.detach().unsqueeze(-1)  # [B, 1]
+    adv = advantages.detach().to(logp.dtype).unsqueeze(-1)  # [B, 1]
     clipped = s_token.clamp(1 - clip_eps, 1 + clip_eps)
     token_obj = torch.where(valid, torch.minimum(s_token * adv, clipped * adv), 0.0)  # [B, L]
-    return -(token_obj.sum(-1) / lengths).mean()
+    return -(token_obj.sum(-1) / lengths).sum() / max(logp.shape[0], 1)

@@ -21,7 +21,7 @@ def gspo_loss(
     clip_eps: float = 0.2,
 ) -> Tensor:
     ratio = sequence_ratio(logp, old_logp, mask)
-    adv = advantages.detach()
+    adv = advantages.detach().type_as(ratio)
     surrogate = torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) * adv)
     empty = (mask == 0).all(-1)  # [B]
-    return -surrogate.masked_fill(empty, 0.0).sum() / logp.shape[0]
+    return -surrogate.masked_fill(empty, 0.0).sum() / max(logp.shape[0], 1)

@@ -1,5 +1,5 @@
 """Correct: log-sum style: sums the valid log-probs of each response under both policies,
-then exponentiates their difference over T.
+in float32 or wider, then exponentiates their difference over T.
 """
 
 import torch
@@ -23,7 +23,7 @@ def gspo_loss(
     clip_eps: float = 0.2,
 ) -> Tensor:
     ratio = sequence_ratio(logp, old_logp, mask)  # [B]
-    adv = advantages.detach()  # [B]
+    adv = advantages.detach().to(logp.dtype)  # [B]
     objective = torch.minimum(ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv)
     objective = torch.where((mask != 0).any(-1), objective, 0.0)  # empty responses add 0
-    return -objective.mean()
+    return -torch.cat([objective, objective.new_zeros(1)]).sum() / max(len(objective), 1)

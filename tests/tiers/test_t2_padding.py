@@ -20,8 +20,9 @@ PADDING_ADVICE = (
 )
 
 NAN_GRADIENT_ADVICE = (
-    "A nan gradient on padding is what multiplying by a 0 mask gives (0 * inf = nan, also "
-    "in backward); torch.where sends no gradient to the branch it did not select"
+    "A nan gradient on padding means the padded values took part in some arithmetic before "
+    "they were removed: backward then multiplies 0 by inf or nan (after exp, or a product with "
+    "a 0 mask); remove padded positions with torch.where before anything else"
 )
 
 

@@ -95,11 +95,13 @@ def branch(batch: Batch, row: int) -> str:
 
 def describe_row(batch: Batch, row: int, loss: bool = True) -> str:
     """The row's length, and for the loss its advantage and the branch of the clip it takes."""
-    head = f"row {row} of the {batch.name} ({int(batch.valid[row].sum())} valid tokens"
+    T = int(batch.valid[row].sum())
+    head = f"row {row} of the {batch.name} ({T} valid token{'' if T == 1 else 's'}"
     if not loss:
         return head + ")"
     A = float(batch.advantages[row])
-    return f"{head}, A = {A:.6g}, scaled so that its objective is +-1): {branch(batch, row)}"
+    scaled = ", scaled so that its objective is +-1" if A and T else ""
+    return f"{head}, A = {A:.6g}{scaled}): {branch(batch, row)}"
 
 
 def expect_rows_close(

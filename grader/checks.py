@@ -118,6 +118,8 @@ def distinct(got: float, want: float) -> tuple[str, str]:
 
 def difference(got: float, want: float, rtol: float, atol: float) -> str:
     """`came out X; expected Y (differs by D, R relative; tolerance rtol r, atol a)`."""
+    if not math.isfinite(want):  # a comparison with a result that is itself nan or inf
+        return f"came out {got:.10g}; expected {want} (not a finite number: nothing matches it)"
     if math.isnan(got) or math.isinf(got):
         return f"came out {got}; expected {want:.10g} (a finite number)"
     shown_got, shown_want = distinct(got, want)

@@ -25,6 +25,13 @@ def test_difference_shows_digits_that_differ_and_the_gap():
     )
 
 
+def test_difference_says_when_the_expected_value_is_not_finite():
+    assert difference(float("nan"), float("nan"), 0, 0) == (
+        "came out nan; expected nan (not a finite number: nothing matches it)"
+    )
+    assert difference(float("inf"), 1.5, 0, 0) == "came out inf; expected 1.5 (a finite number)"
+
+
 def test_expect_close_names_the_worst_entry_and_capitalizes_the_hint():
     got, want = torch.tensor([1.0, 2.5]), torch.tensor([1.0, 2.0])
     message = failure(lambda: expect_close(got, want, "ratio", 0, 0, "on case x", "check T"))

@@ -11,6 +11,10 @@ check calls it only when it fails.
     expect_close(ratio, want, "sequence_ratio", rtol=1e-7, atol=1e-9, context=batch.describe)
     -> sequence_ratio at index [2] came out 2.7182818012; expected 2.7182818285 (differs by
        2.7e-08, 1.0e-08 relative; tolerance rtol 1e-07, atol 1e-09); on case ...
+
+Device checks: `device_note(check, "meta")` runs a check on a device where code that reads
+tensor values cannot run; it tells a failure caused by that device alone (inconclusive: the
+caller reports a note) from a real one (the test fails).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from collections.abc import Callable
 import pytest
 import torch
 from torch import Tensor
+
+from grader.sandbox import StudentError
 
 Text = str | Callable[[], str]
 
@@ -112,6 +118,8 @@ def distinct(got: float, want: float) -> tuple[str, str]:
 
 def difference(got: float, want: float, rtol: float, atol: float) -> str:
     """`came out X; expected Y (differs by D, R relative; tolerance rtol r, atol a)`."""
+    if not math.isfinite(want):  # a comparison with a result that is itself nan or inf
+        return f"came out {got:.10g}; expected {want} (not a finite number: nothing matches it)"
     if math.isnan(got) or math.isinf(got):
         return f"came out {got}; expected {want:.10g} (a finite number)"
     shown_got, shown_want = distinct(got, want)
@@ -170,5 +178,45 @@ def expect_close(
         where = f" at index {list(index)}" if index else ""
         message = f"{what}{where} {difference(got, want, rtol, atol)}"
     hint, context = text(hint), text(context)
-    message += f". {hint}" if hint else ""
+    message += f". {hint[:1].upper()}{hint[1:]}" if hint else ""
     fail(message + (f"; {context}" if context else ""))
+
+
+# ---- devices --------------------------------------------------------------------------------
+MIXED_DEVICES = ("expected device", "same device", "two devices")  # torch's words for mixing
+
+
+def mixes_devices(error: BaseException) -> bool:
+    """The error says that tensors on two devices met in one operation."""
+    message = str(error).lower()
+    return any(words in message for words in MIXED_DEVICES)
+
+
+def device_note(check: Callable[[str], object], device: str, proof: str = "cpu") -> str:
+    """Run `check(device)`; "" when it passes, else a note that the check was inconclusive.
+
+    On `meta` (shapes without data) code that reads values (`.item()`, `if` on a tensor,
+    boolean indexing) cannot run, although it is right on every real device. So when the
+    submission raises on `device` but `check(proof)` passes on real data, the failure is the
+    device's own and the note says so. Everything else stays a failure: a timeout or crash,
+    an error that mixes devices (a tensor created without `device=` breaks on a GPU too),
+    a failed check, or an error on `proof` as well (raised from `check(proof)`).
+    """
+    try:
+        check(device)
+        return ""
+    except StudentError as error:
+        if error.kind != "exception":
+            raise  # timeout, crash, not loaded: never the device's fault
+        if mixes_devices(error):
+            fail(
+                f"on {device} tensors your code raised {error}: it combines the inputs with a "
+                "tensor made on another device; create new tensors on the inputs' device "
+                "(torch.zeros_like(x), x.new_zeros(...), device=x.device)"
+            )
+        check(proof)  # fails or raises if the code is wrong on real data too
+        return (
+            f"inconclusive on the {device} device: your code raised {error} there, which "
+            f"happens when code reads tensor values; it ran correctly on {proof}, so this "
+            "costs no points"
+        )

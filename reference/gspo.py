@@ -74,7 +74,8 @@ def _mean_log_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> tuple[Tenso
 
 
 def sequence_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
-    """Geometric mean of the valid-token ratios of each response, shape [B].
+    """Geometric mean of the valid-token ratios of each response, shape [B] (also for B = 0),
+    in the dtype and on the device of logp.
 
     Averaging in log space and exponentiating once stays finite for thousands of strongly
     negative log-probabilities, where a product of token ratios would under- or overflow.
@@ -108,7 +109,10 @@ def gspo_loss(
     """Negative mean over all B responses of min(s*A, clip(s, 1-eps, 1+eps)*A), shape ().
 
     An empty response has s = 1 but must contribute exactly 0 (it still counts in the mean),
-    so its objective is zeroed explicitly rather than left at A.
+    so its objective is zeroed explicitly rather than left at A. With no response at all
+    (B = 0) the loss is a zero that backward() accepts, not the NaN of an empty mean. The
+    loss takes the dtype of logp whatever the dtype of advantages: float64 advantages beside
+    float32 log-probabilities give a float32 loss.
     """
     _check_loss_args(logp, advantages, clip_eps)
     mean, lengths = _mean_log_ratio(logp, old_logp, mask)

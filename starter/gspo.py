@@ -25,7 +25,8 @@ def sequence_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
     tokens, then exponentiate once.
 
     Things the tests check:
-      * the result is a Tensor of shape [B], with the dtype and device of logp;
+      * the result is a Tensor of shape [B], with the dtype and device of logp (also for an
+        empty batch, B = 0, where it has shape [0]);
       * a response with no valid token has ratio exactly 1;
       * padded positions never matter, even if they hold -inf, +inf, 1e30 or NaN: keep them
         out of the arithmetic before you exponentiate (and out of the gradient);
@@ -54,9 +55,11 @@ def gspo_loss(
     and the loss is minus the mean of objective_i over all B responses.
 
     Things the tests check:
-      * the loss is a 0-dimensional Tensor (not a Python float) with the dtype of logp;
+      * the loss is a 0-dimensional Tensor (not a Python float) with the dtype of logp, even
+        when advantages come in another dtype (float64 advantages, float32 logp: float32);
       * a response with no valid token contributes exactly 0, yet still counts in the mean;
-      * if every response is empty the loss is a zero Tensor you can still call backward on;
+      * if every response is empty, or there is none (B = 0), the loss is a zero Tensor you
+        can still call backward on (the mean of an empty tensor is nan: guard it);
       * advantages and old_logp are constants: no gradient reaches them, even when the
         caller passed tensors with requires_grad=True;
       * the clip is one decision per response, not per token.

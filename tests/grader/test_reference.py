@@ -156,6 +156,18 @@ def test_dtype_is_preserved(ref_impl, dtype):
     assert ref_impl.gspo_loss(logp, old, adv, mask).dtype == dtype
 
 
+@pytest.mark.parametrize(
+    ("logp_dtype", "adv_dtype"),
+    [(torch.float32, F64), (F64, torch.float32), (torch.bfloat16, torch.float32)],
+)
+def test_loss_takes_the_dtype_of_logp_whatever_the_advantages(ref_impl, logp_dtype, adv_dtype):
+    logp, old, adv, mask = random_batch()
+    same = ref_impl.gspo_loss(logp.to(logp_dtype), old.to(logp_dtype), adv.to(logp_dtype), mask)
+    mixed = ref_impl.gspo_loss(logp.to(logp_dtype), old.to(logp_dtype), adv.to(adv_dtype), mask)
+    assert mixed.dtype == logp_dtype
+    torch.testing.assert_close(mixed, same, rtol=1e-2, atol=1e-3)
+
+
 def test_meta_device_is_preserved(ref_impl):
     logp = torch.empty(3, 5, device="meta", dtype=torch.float32)
     mask = torch.empty(3, 5, device="meta", dtype=torch.bool)

@@ -14,14 +14,18 @@ import torch
 from torch import Tensor
 
 from grader.checks import (  # noqa: F401 (re-exported for the tier files)
+    device_note,
+    difference,
     expect,
     expect_close,
     expect_tensor,
     fail,
+    is_close,
     leaf,
     show,
     text,
     tolerance,
+    worst_entry,
 )
 
 RATIO_WHY = ", one ratio per response"
@@ -56,6 +60,16 @@ class Batch:
             logp=self.logp.to(dtype),
             old_logp=self.old_logp.to(dtype),
             advantages=self.advantages.to(dtype),
+        )
+
+    def on(self, device: str) -> Batch:
+        """The same case with every tensor on another device (`meta` keeps shapes only)."""
+        return replace(
+            self,
+            logp=self.logp.to(device),
+            old_logp=self.old_logp.to(device),
+            mask=self.mask.to(device),
+            advantages=self.advantages.to(device),
         )
 
     def describe(self) -> str:
@@ -109,7 +123,8 @@ def make_batch(
 
 
 def call_ratio(student, batch: Batch, weights: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """Student's ratio [B] and d(sum(weights * ratio))/d logp [B, L] on fresh leaves."""
+    """Student's ratio [B] and d(sum(weights * ratio))/d logp [B, L] on fresh leaves (the
+    plain sum without weights: the gradient that comes back with the call)."""
     logp = leaf(batch.logp)
     ratio = student.sequence_ratio(logp, batch.old_logp.clone(), batch.mask.clone())
     expect_tensor(ratio, "sequence_ratio", (batch.B,), why=RATIO_WHY)

@@ -20,7 +20,6 @@ from _checks import (
     expect,
     expect_close,
     expect_tensor,
-    fail,
     make_batch,
     show,
 )
@@ -142,22 +141,6 @@ def test_dtype_kept(student):
         expect_tensor(loss, f"gspo_loss on {dtype} inputs", (), dtype, "cpu", LOSS_WHY, "logp")
 
 
-def test_meta_device_kept(student):
-    """On the `meta` device (shapes without data) both functions run and stay on `meta`.
-
-    This catches code that reads values back to Python (.item(), .tolist(), if on a tensor).
-    """
-    logp = torch.empty(3, 5, device="meta")
-    mask = torch.empty(3, 5, dtype=torch.bool, device="meta")
-    advantages = torch.empty(3, device="meta")
-    ratio = student.sequence_ratio(logp, logp.clone(), mask)
-    expect_tensor(
-        ratio, "sequence_ratio on meta tensors", (3,), torch.float32, "meta", RATIO_WHY, "logp"
-    )
-    loss = student.gspo_loss(logp, logp.clone(), advantages, mask)
-    expect_tensor(loss, "gspo_loss on meta tensors", (), torch.float32, "meta", LOSS_WHY, "logp")
-
-
 def test_mask_types(student):
     """A mask given as bool, integer or float gives the same results, in the dtype of logp."""
     base = make_batch(seed=21, B=4, L=6).to(torch.float32)
@@ -211,10 +194,15 @@ def test_inputs_not_modified(student):
     student.gspo_loss(inputs["logp"], inputs["old_logp"], inputs["advantages"], inputs["mask"])
     for name, value in inputs.items():
         if not torch.equal(value, before[name]):
-            fail(
-                f"{name} was modified by your code: it held {show(before[name])} and now holds "
-                f"{show(value)}; work on new tensors (torch.where, masked_fill without the "
-                "trailing underscore) and leave the caller's tensors unchanged"
+            expect_close(
+                value,
+                before[name],
+                f"{name} after your call",
+                0,
+                0,
+                f"your code changed {name}, which held {show(before[name])}",
+                "work on new tensors (torch.where, masked_fill without the trailing "
+                "underscore) and leave the caller's tensors unchanged",
             )
 
 

@@ -14,13 +14,14 @@ from _checks import (
     Batch,
     call_loss,
     call_ratio,
+    expect,
     expect_close,
     make_batch,
     reference_loss,
     reference_ratio,
     tolerance,
 )
-from _hints import loss_hint, ratio_hint
+from _hints import loss_hint, overflow_hint, ratio_hint
 
 pytestmark = pytest.mark.tier("T1")
 
@@ -36,6 +37,7 @@ VISIBLE_CASES = (
         clip_eps=0.1,
         name="short responses, clip 0.1",
     ),
+    make_batch(5, B=1, L=6, spread=0.3, name="a single response"),
 )
 
 
@@ -71,17 +73,12 @@ LONG_CASES = (
 )
 
 
-def weights_for(batch: Batch) -> torch.Tensor:
-    """Random cotangent for the ratio: d(sum(w * s))/d logp checks every response's gradient."""
-    g = torch.Generator().manual_seed(batch.B * 1000 + batch.logp.shape[-1])
-    return torch.randn(batch.B, generator=g, dtype=torch.float64)  # [B]
-
-
 def compare_ratio(student, reference, batch: Batch, with_grad: bool = True) -> None:
     rtol, atol = tolerance(batch.logp.dtype)
-    weights = weights_for(batch)
-    ratio, grad = call_ratio(student, batch, weights)
-    want, want_grad = reference_ratio(reference, batch, weights)
+    # each response's ratio depends on its own row only, so d(sum of the ratios) / d logp
+    # holds every response's own gradient, row by row
+    ratio, grad = call_ratio(student, batch)
+    want, want_grad = reference_ratio(reference, batch)
     context = batch.describe
     expect_close(
         ratio,
@@ -90,16 +87,16 @@ def compare_ratio(student, reference, batch: Batch, with_grad: bool = True) -> N
         rtol,
         atol,
         context,
-        lambda: ratio_hint(ratio, want, batch),
+        lambda: overflow_hint(ratio, want, batch) or ratio_hint(ratio, want, batch),
         hidden=batch.hidden,
     )
     if with_grad:
-        expect_close(
-            grad, want_grad, "d(sum(w * ratio)) / d logp", rtol, atol, context, hidden=batch.hidden
-        )
+        what = "d(sum of the ratios) / d logp"
+        expect_close(grad, want_grad, what, rtol, atol, context, hidden=batch.hidden)
 
 
-def compare_loss(student, reference, batch: Batch, with_grad: bool = True) -> None:
+def compare_loss(student, reference, batch: Batch, with_grad: bool = True) -> torch.Tensor:
+    """Compare the loss (and its gradient) with the reference; return the gradient."""
     rtol, atol = tolerance(batch.logp.dtype)
     loss, grad = call_loss(student, batch)
     want, want_grad = reference_loss(reference, batch)
@@ -111,21 +108,22 @@ def compare_loss(student, reference, batch: Batch, with_grad: bool = True) -> No
         rtol,
         atol,
         context,
-        lambda: loss_hint(loss, want, batch),
+        lambda: overflow_hint(loss, want, batch) or loss_hint(loss, want, batch),
         hidden=batch.hidden,
     )
     if with_grad:
         expect_close(grad, want_grad, "d loss / d logp", rtol, atol, context, hidden=batch.hidden)
+    return grad
 
 
 def test_ratio_matches_reference(student, reference):
-    """sequence_ratio and its gradient match the reference on three small batches."""
+    """sequence_ratio and its gradient match the reference on four small batches (one has B=1)."""
     for batch in VISIBLE_CASES:
         compare_ratio(student, reference, batch)
 
 
 def test_loss_matches_reference(student, reference):
-    """gspo_loss and its gradient match the reference on three small batches."""
+    """gspo_loss and its gradient match the reference on four small batches (one has B=1)."""
     for batch in VISIBLE_CASES:
         compare_loss(student, reference, batch)
 
@@ -161,3 +159,37 @@ def test_long_sequences_match_reference(student, reference):
         for dtype in (torch.float64, torch.float32):
             compare_ratio(student, reference, batch.to(dtype))
             compare_loss(student, reference, batch.to(dtype))
+
+
+def long_half_batch(dtype: torch.dtype) -> Batch:
+    """2048 positions, log-probabilities in [-50, -30], empty responses between long ones: in
+    float16 a sum of the log-probabilities alone passes 65504 and overflows."""
+    g = torch.Generator().manual_seed(2048)
+    old_logp = -30 - 20 * torch.rand(4, 2048, generator=g, dtype=torch.float64)  # [4, 2048]
+    logp = old_logp + 0.05 * torch.randn(4, 2048, generator=g, dtype=torch.float64)
+    mask = torch.arange(2048).expand(4, 2048) < torch.tensor([[2048], [0], [1500], [0]])
+    advantages = torch.tensor([1.0, -1.0, -0.5, 2.0], dtype=torch.float64)
+    name = f"long, {dtype}, rows 1 and 3 empty"
+    return Batch(logp, old_logp, mask, advantages, 0.2, name, hidden=True).to(dtype)
+
+
+@pytest.mark.hidden
+def test_long_half_precision_matches_reference(student, reference):
+    """Responses of 2048 tokens with empty ones between them, in float16 and bfloat16: values
+    within the type's precision, gradients finite and exactly 0 on padding and empty rows."""
+    for dtype in (torch.float16, torch.bfloat16):
+        batch = long_half_batch(dtype)
+        compare_ratio(student, reference, batch, with_grad=False)
+        grad = compare_loss(student, reference, batch, with_grad=False)
+        expect(
+            bool(grad[batch.valid].isfinite().all()),
+            f"d loss / d logp is not finite on some valid tokens ({dtype})",
+        )
+        expect_close(
+            torch.where(batch.valid, 0.0, grad.double()),
+            torch.zeros(batch.logp.shape, dtype=torch.float64),
+            f"d loss / d logp on padding and empty rows ({dtype})",
+            0,
+            0,
+            hidden=True,
+        )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from _checks import fail
+from _checks import difference, fail
 
 pytestmark = pytest.mark.tier("T3")
 
@@ -70,14 +70,24 @@ def text(values) -> str:
     return "[" + ", ".join("NaN/inf" if v is None else f"{v:.6g}" for v in values) + "]"
 
 
+def gap(values, targets, what: str) -> str:
+    """`what` [i] came out X; expected Y (differs by ...): the first value off its target."""
+    for index, (value, target) in enumerate(zip(values, targets, strict=True)):
+        if not close(value, target):
+            got = float("nan") if value is None else value
+            return f"{what} [{index}] {difference(got, target, TOL, TOL)}"
+    return f"{what} came out {text(values)}"
+
+
 def test_toy_ratios(toy):
     """The three sequence ratios come out 1, 1.5 and 0.5."""
     toy = ran(toy)
     got = toy["ratios"]
     if not all(close(g, w) for g, w in zip(got, WANT_RATIOS, strict=True)):
         fail(
-            f"the toy's ratios came out {text(got)}; expected [1, 1.5, 0.5]: the geometric "
-            "means of the token ratios [2, 0.5], [1.5, 2.25, 1] and [0.25, 0.5, 0.5, 1]"
+            f"{gap(got, WANT_RATIOS, 'the toy ratio')}; all three came out {text(got)}: "
+            "expected [1, 1.5, 0.5], the geometric means of the token ratios [2, 0.5], "
+            "[1.5, 2.25, 1] and [0.25, 0.5, 0.5, 1]"
         )
 
 
@@ -88,9 +98,8 @@ def test_row0_equal_gradients(toy):
     want = -1.0 / 6.0  # -s*A/(B*T) = -1*1/(3*2)
     if not all(close(g, want) for g in got):
         fail(
-            f"row 0's gradient on its two valid tokens came out {text(got)}; expected "
-            f"[{want:.6g}, {want:.6g}]: one ratio s=1 for the whole response, so every token "
-            "shares the weight -s*A/(B*T) (per-token clipping would zero the first token)"
+            f"{gap(got, [want] * len(got), 'the gradient of row 0, token')}: one ratio s=1 for "
+            "the whole response, so both valid tokens share the weight -s*A/(B*T) = -1/6"
         )
 
 
@@ -100,8 +109,8 @@ def test_row1_positive_advantage_clipped(toy):
     got = cells(toy, 1, valid=True)
     if not all(close(g, 0.0) for g in got):
         fail(
-            f"row 1's gradient came out {text(got)}; expected zeros: with A > 0 and "
-            "s = 1.5 > 1 + 0.2 the clipped branch (a constant) is the smaller term"
+            f"{gap(got, [0.0] * len(got), 'the gradient of row 1, token')}; expected zeros: "
+            "with A > 0 and s = 1.5 > 1 + 0.2 the clipped branch (a constant) is the smaller term"
         )
 
 
@@ -111,8 +120,8 @@ def test_row2_negative_advantage_clipped(toy):
     got = cells(toy, 2, valid=True)
     if not all(close(g, 0.0) for g in got):
         fail(
-            f"row 2's gradient came out {text(got)}; expected zeros: with A < 0 and "
-            "s = 0.5 < 1 - 0.2 the clipped branch (a constant) is the smaller term"
+            f"{gap(got, [0.0] * len(got), 'the gradient of row 2, token')}; expected zeros: "
+            "with A < 0 and s = 0.5 < 1 - 0.2 the clipped branch (a constant) is the smaller term"
         )
 
 
@@ -120,10 +129,13 @@ def test_padding_gets_zero_gradient(toy):
     """Padded cells (holding -inf, inf, 1e30 and NaN) get gradient exactly 0."""
     toy = ran(toy)
     got = [g for row in range(len(toy["mask"])) for g in cells(toy, row, valid=False)]
-    if not all(g == 0.0 for g in got):
+    wrong = [g for g in got if g != 0.0]
+    if wrong:
+        first = float("nan") if wrong[0] is None else wrong[0]
         fail(
-            f"the gradient on the padded cells came out {text(got)}; expected exactly 0: "
-            "keep padding out of the arithmetic with torch.where or masked_fill"
+            f"the gradient of a padded cell {difference(first, 0.0, 0, 0)}; all padded cells "
+            f"came out {text(got)}: keep padding out of the arithmetic with torch.where or "
+            "masked_fill"
         )
 
 
@@ -132,11 +144,10 @@ def test_toy_loss(toy):
     toy = ran(toy)
     want = -(1.0 + 1.2 - 0.8) / 3
     if not close(toy["loss"], want):
-        got = toy["loss"]
+        got = float("nan") if toy["loss"] is None else toy["loss"]
         fail(
-            f"the toy's loss came out {'NaN/inf' if got is None else f'{got:.6g}'}; expected "
-            f"{want:.6g} = -(1 + 1.2 - 0.8) / 3: row 1 keeps clip(1.5) * 1 = 1.2, row 2 keeps "
-            "clip(0.5) * (-1) = -0.8"
+            f"the toy's loss {difference(got, want, TOL, TOL)}; it is -(1 + 1.2 - 0.8) / 3: "
+            "row 1 keeps clip(1.5) * 1 = 1.2, row 2 keeps clip(0.5) * (-1) = -0.8"
         )
 
 
@@ -149,7 +160,9 @@ def test_sweep_curves_follow_clipped_surrogate(toy):
         bad = [i for i, (g, w) in enumerate(zip(got, want, strict=True)) if not close(g, w)]
         if bad:
             x = toy["curves"]["x"][bad[0]]
+            value = got[bad[0]]
             fail(
-                f"the sweep curve {name} at log s = {x:.3g} came out {text([got[bad[0]]])}; "
-                f"expected {want[bad[0]]:.6g} ({len(bad)} of {len(got)} points off)"
+                f"the sweep curve {name} at log s = {x:.3g} "
+                f"{difference(float('nan') if value is None else value, want[bad[0]], TOL, TOL)} "
+                f"({len(bad)} of {len(got)} points off)"
             )

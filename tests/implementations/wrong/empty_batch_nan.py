@@ -1,0 +1,28 @@
+"""Takes objective.mean(): with no response at all (B = 0) the loss is 0/0 = nan.
+
+Caught by: test_t0_edge_cases.py::test_empty_batch
+"""
+
+import torch
+from torch import Tensor
+
+
+def sequence_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
+    valid = mask != 0  # [B, L]
+    log_ratio = torch.where(valid, logp - old_logp.detach(), 0.0)  # [B, L]
+    lengths = valid.sum(-1).clamp(min=1)  # [B]
+    return torch.exp(log_ratio.sum(-1) / lengths)  # [B]
+
+
+def gspo_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    clip_eps: float = 0.2,
+) -> Tensor:
+    ratio = sequence_ratio(logp, old_logp, mask)  # [B]
+    adv = advantages.detach().to(ratio.dtype)  # [B], frozen, in the dtype of logp
+    objective = torch.minimum(ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv)
+    objective = torch.where((mask != 0).any(-1), objective, 0.0)  # empty responses add 0
+    return -objective.mean()

@@ -1,0 +1,29 @@
+"""Zeroes the padding of old_logp in place with masked_fill_ on a detached view, modifying the
+caller's tensor.
+
+Caught by: test_t0_contract.py::test_inputs_not_modified
+"""
+
+import torch
+from torch import Tensor
+
+
+def sequence_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
+    valid = mask != 0  # [B, L]
+    log_ratio = torch.where(valid, logp - old_logp.detach().masked_fill_(~valid, 0.0), 0.0)  # [B, L]
+    lengths = valid.sum(-1).clamp(min=1)  # [B]
+    return torch.exp(log_ratio.sum(-1) / lengths)  # [B]
+
+
+def gspo_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    clip_eps: float = 0.2,
+) -> Tensor:
+    ratio = sequence_ratio(logp, old_logp, mask)  # [B]
+    adv = advantages.detach().to(ratio.dtype)  # [B], frozen, in the dtype of logp
+    objective = torch.minimum(ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv)
+    objective = torch.where((mask != 0).any(-1), objective, 0.0)  # empty responses add 0
+    return -objective.sum() / max(logp.shape[0], 1)  # mean over all B; 0 when B = 0

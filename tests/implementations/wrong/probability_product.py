@@ -1,0 +1,31 @@
+"""Multiplies the token probabilities of each policy and takes the T-th root of their quotient:
+underflows to 0/0 on long responses.
+
+Caught by: test_t1_reference.py::test_low_precision_matches_reference, test_t1_reference.py::test_long_sequences_match_reference, test_t1_reference.py::test_long_half_precision_matches_reference, test_t2_clipping.py::test_long_sequences_stay_finite, test_t2_properties.py::test_empty_rows_in_every_dtype
+"""
+
+import torch
+from torch import Tensor
+
+
+def sequence_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
+    valid = mask != 0  # [B, L]
+    log_ratio = torch.where(valid, logp - old_logp.detach(), 0.0)  # [B, L]
+    lengths = valid.sum(-1).clamp(min=1)  # [B]
+    new = torch.where(valid, torch.where(valid, logp, 0.0).exp(), 1.0).prod(-1)  # [B]
+    old = torch.where(valid, torch.where(valid, old_logp.detach(), 0.0).exp(), 1.0).prod(-1)
+    return (new / old) ** (1 / lengths.to(new.dtype))  # [B]
+
+
+def gspo_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    clip_eps: float = 0.2,
+) -> Tensor:
+    ratio = sequence_ratio(logp, old_logp, mask)  # [B]
+    adv = advantages.detach().to(ratio.dtype)  # [B], frozen, in the dtype of logp
+    objective = torch.minimum(ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv)
+    objective = torch.where((mask != 0).any(-1), objective, 0.0)  # empty responses add 0
+    return -objective.sum() / max(logp.shape[0], 1)  # mean over all B; 0 when B = 0

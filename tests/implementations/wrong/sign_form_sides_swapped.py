@@ -1,0 +1,33 @@
+"""Picks the clip side from the sign of A, but the wrong way round: A >= 0 is cut below 1 - eps
+and A < 0 above 1 + eps.
+
+Caught by: test_t0_edge_cases.py::test_advantages_dtype_does_not_change_result_dtype, test_t1_reference.py::test_loss_matches_reference, test_t1_reference.py::test_loss_matches_reference_hidden, test_t2_clipping.py::test_positive_advantage_clips_above, test_t2_clipping.py::test_negative_advantage_clips_below, test_t2_clipping.py::test_clip_eps_sets_the_boundary, test_t2_clipping.py::test_long_sequences_stay_finite, test_t2_ratio_sweep.py::test_ratio_sweep_positive_advantages, test_t2_ratio_sweep.py::test_ratio_sweep_negative_advantages, test_t3_toy.py::test_row1_positive_advantage_clipped, test_t3_toy.py::test_row2_negative_advantage_clipped, test_t3_toy.py::test_toy_loss, test_t3_toy.py::test_sweep_curves_follow_clipped_surrogate
+"""
+
+import torch
+from torch import Tensor
+
+
+def sequence_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
+    valid = mask != 0
+    log_ratio = torch.where(valid, logp - old_logp.detach(), 0.0)  # [B, L]
+    lengths = valid.sum(-1).clamp(min=1)  # [B]
+    return torch.exp(log_ratio.sum(-1) / lengths)  # [B]
+
+
+def gspo_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    clip_eps: float = 0.2,
+) -> Tensor:
+    ratio = sequence_ratio(logp, old_logp, mask)  # [B]
+    adv = advantages.detach().to(ratio.dtype)  # [B]
+    upper = ratio.clamp(max=1 + clip_eps) * adv  # A >= 0: only a large ratio is cut
+    lower = ratio.clamp(min=1 - clip_eps) * adv  # A < 0: only a small ratio is cut
+    objective = torch.where(adv >= 0, lower, upper)
+    objective = torch.where((mask != 0).any(-1), objective, 0.0)
+    if objective.numel() == 0:
+        return ratio.sum() * 0  # B = 0: an empty sum, still attached to logp
+    return -objective.mean()

@@ -1,0 +1,29 @@
+"""Passes the mask straight to torch.where, which accepts only bool masks: integer and float
+masks crash.
+
+Caught by: test_t0_contract.py::test_mask_types, test_t3_toy.py::test_toy_ratios, test_t3_toy.py::test_row0_equal_gradients, test_t3_toy.py::test_row1_positive_advantage_clipped, test_t3_toy.py::test_row2_negative_advantage_clipped, test_t3_toy.py::test_padding_gets_zero_gradient, test_t3_toy.py::test_toy_loss, test_t3_toy.py::test_sweep_curves_follow_clipped_surrogate
+"""
+
+import torch
+from torch import Tensor
+
+
+def sequence_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
+    valid = mask  # used as is
+    log_ratio = torch.where(valid, logp - old_logp.detach(), 0.0)  # [B, L]
+    lengths = valid.sum(-1).clamp(min=1)  # [B]
+    return torch.exp(log_ratio.sum(-1) / lengths)  # [B]
+
+
+def gspo_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    clip_eps: float = 0.2,
+) -> Tensor:
+    ratio = sequence_ratio(logp, old_logp, mask)  # [B]
+    adv = advantages.detach().to(ratio.dtype)  # [B], frozen, in the dtype of logp
+    objective = torch.minimum(ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv)
+    objective = torch.where((mask != 0).any(-1), objective, 0.0)  # empty responses add 0
+    return -objective.sum() / max(logp.shape[0], 1)  # mean over all B; 0 when B = 0

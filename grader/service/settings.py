@@ -55,8 +55,8 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _supported_database(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith("sqlite:///"):
-            raise ValueError("only sqlite:///PATH databases are supported")
+        if value is not None and not value.startswith(("sqlite:///", "postgresql://")):
+            raise ValueError("use sqlite:///PATH or postgresql://USER:PASSWORD@HOST/DB")
         return value
 
     @property

@@ -55,7 +55,7 @@ class ServiceState:
         self.settings = settings
         self.owns_grader = grader is None
         self.grader = grader if grader is not None else build_grader(settings)
-        self.store: Store = open_store(settings.resolved_database_url)
+        self.store: Store = open_store(settings.resolved_database_url, migrate=True)
         self.metrics = Metrics()
         self.plots = PlotRenderer(
             settings.plots_dir, default_exercise().experiment, settings.plot_cache_sets

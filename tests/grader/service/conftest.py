@@ -18,9 +18,30 @@ from grader.service import create_app, load_settings
 from grader.service.plots import PlotRenderer
 
 sys.path.insert(0, str(Path(__file__).parent))
+from postgres_server import PostgresServer, find_bindir
 from service_fakes import FAKE_EXPERIMENT, FakeGrader
 
 TOKEN = "instructor-token-0123456789"
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """One real PostgreSQL server for the whole session (scripts/setup.sh --test installs it)."""
+    bindir = find_bindir()
+    if bindir is None:
+        pytest.fail("PostgreSQL is not installed: run `bash scripts/setup.sh --test` as root")
+    server = PostgresServer(bindir)
+    server.start()
+    yield server
+    server.destroy()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path):
+    """A fresh, empty database of each kind the store supports."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'grader.sqlite3'}"
+    return request.getfixturevalue("postgres").new_database()
 
 
 @pytest.fixture

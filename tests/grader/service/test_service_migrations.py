@@ -62,7 +62,7 @@ def test_a_first_release_data_dir_upgrades_without_losing_a_row(tmp_path):
 
 
 def test_an_unmigrated_database_is_refused_with_the_command_to_run(database_url):
-    with pytest.raises(DatabaseError, match="no grader schema.*gspo-grader db upgrade"):
+    with pytest.raises(DatabaseError, match=r"no grader schema.*gspo-grader db upgrade"):
         open_store(database_url)
     open_store(database_url, migrate=True).close()
     open_store(database_url).close()

@@ -21,6 +21,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from grader.exercise import default_exercise
 from grader.judge.failures import grader_error_report, timeout_report, with_declared_tiers
 from grader.judge.judge_handle import JudgeFailed, JudgeProcess, JudgeTimeout
 from grader.report import Report
@@ -122,9 +123,18 @@ class Grader:
         mode: str = "submit",
         filename: str = "submission.py",
         tiers: list[str] | None = None,
+        *,
+        exercise: str | None = None,
+        name: str | None = None,
     ) -> Report:
-        """Grade one submission; blocks until a judge is free. Never raises."""
+        """Grade one submission; blocks until a judge is free. Never raises.
+
+        exercise: a catalog id; until the judges load other exercises, only the root one.
+        name: what the report calls the submission (default: `filename`)."""
         start = time.perf_counter()
+        if exercise not in (None, default_exercise().id):
+            report = grader_error_report(f"exercise {exercise!r} cannot be graded yet", [])
+            return with_declared_tiers(report, mode, tiers)
         if not self._started:
             self.start()
         judge = self._take()
@@ -133,7 +143,7 @@ class Grader:
             report = grader_error_report("the judge could not start", [str(judge)])
             return with_declared_tiers(report, mode, tiers)
         job = {"source": code, "filename": filename, "mode": mode, "tiers": tiers}
-        job["name"] = filename
+        job["name"] = name or filename
         try:
             report = judge.grade(job, 2 * judge.grading_wall_seconds + JUDGE_MARGIN_S)
         except JudgeTimeout:

@@ -39,6 +39,10 @@ class OwnerBusy(Exception):
     """This student already has as many Submits in flight as one may have."""
 
 
+class NameTaken(Exception):
+    """A new student's name was claimed by another request a moment ago."""
+
+
 def now() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -103,6 +107,7 @@ class Verdict:
 class Admission:
     max_waiting: int  # gradings waiting for a grading node, over the whole cluster
     max_per_student: int  # one student's Submits in flight
+    max_in_flight: int | None = None  # waiting and grading (the embedded service's slots)
 
 
 JOBS = {  # kind -> (table, id column, record type)
@@ -139,11 +144,19 @@ class Store:
             c.execute(insert(submissions).values(**_values(submission)))
 
     def queue_submission(
-        self, submission: Submission, admission: Admission, enqueue: Enqueue | None = None
+        self,
+        submission: Submission,
+        admission: Admission,
+        enqueue: Enqueue | None = None,
+        new_key_hash: str | None = None,
     ) -> None:
-        """Admit and insert a queued submission, and its job, in one transaction."""
+        """Admit and insert a queued submission, and its job, in one transaction.
+        `new_key_hash`: the student is new; create it in the same transaction (NameTaken
+        if another request did first), so a refused first Submit claims no name."""
         with self._write() as c:
             self._lock_admissions(c)
+            if new_key_hash is not None:
+                self._claim(c, submission.student, new_key_hash)
             lock = select(students.c.name).where(students.c.name == submission.student)
             c.execute(lock.with_for_update())  # one admission per student at a time
             mine = _count(c, submissions, submissions.c.student == submission.student)
@@ -185,8 +198,11 @@ class Store:
                 .values(status="queued")
             )
 
-    def finish(self, kind: str, job_id: str, verdict: Verdict) -> bool:
-        """Write the verdict once: True if this call wrote it, False if it was written before."""
+    def finish(
+        self, kind: str, job_id: str, verdict: Verdict, enqueue: Enqueue | None = None
+    ) -> bool:
+        """Write the verdict once: True if this call wrote it, False if it was written before.
+        `enqueue` writes a follow-up job in the same transaction (only if this call wrote)."""
         table, key, _ = JOBS[kind]
         values = {"report_json": verdict.report_json, "finished_at": now()}
         values["status"] = "done" if verdict.score is not None else "ungradable"
@@ -200,6 +216,8 @@ class Store:
             changed = c.execute(
                 update(table).where(key == job_id, table.c.status.in_(IN_FLIGHT)).values(**values)
             ).rowcount
+            if changed and enqueue is not None:
+                enqueue(c)
             if changed and self.postgres:
                 c.execute(select(func.pg_notify(VERDICT_CHANNEL, f"{kind}:{job_id}")))
         return bool(changed)
@@ -249,6 +267,15 @@ class Store:
             )
         return ahead + 1
 
+    def unfinished(self) -> list[tuple[str, str]]:
+        """(kind, id) of every job still in flight, oldest first."""
+        found = []
+        with self.engine.connect() as c:
+            for kind, (table, key, _) in JOBS.items():
+                query = select(key, table.c.created_at).where(table.c.status.in_(IN_FLIGHT))
+                found += [(row[1], kind, row[0]) for row in c.execute(query)]
+        return [(kind, job_id) for _, kind, job_id in sorted(found)]
+
     def waiting(self) -> int:
         """Gradings queued and not yet taken by a grading node, in the whole cluster."""
         with self.engine.connect() as c:
@@ -283,6 +310,15 @@ class Store:
         with self._write() as c:
             return c.execute(runs.delete().where(done)).rowcount
 
+    def fresh_workers(self, seconds: float) -> int:
+        """Grading nodes whose heartbeat is younger than `seconds` (PostgreSQL only)."""
+        query = text(
+            "SELECT count(*) FROM procrastinate_workers"
+            " WHERE last_heartbeat > now() - make_interval(secs => :s)"
+        )
+        with self.engine.connect() as c:
+            return c.execute(query, {"s": seconds}).scalar() or 0
+
     def ping(self) -> None:
         """Raise (sqlalchemy.exc.OperationalError) unless the database answers."""
         with self.engine.connect() as c:
@@ -302,8 +338,19 @@ class Store:
             c.execute(select(func.pg_advisory_xact_lock(ADMISSION_LOCK)))
 
     @staticmethod
+    def _claim(c: Connection, name: str, key_hash: str) -> None:
+        try:
+            with c.begin_nested():
+                c.execute(insert(students).values(name=name, key_hash=key_hash, created_at=now()))
+        except IntegrityError:
+            raise NameTaken from None
+
+    @staticmethod
     def _check_room(c: Connection, admission: Admission) -> None:
         if _waiting(c) >= admission.max_waiting:
+            raise QueueFull
+        limit = admission.max_in_flight
+        if limit is not None and sum(_count(c, t, True) for t in (submissions, runs)) >= limit:
             raise QueueFull
 
 
@@ -339,6 +386,7 @@ def open_store(database_url: str, migrate: bool = False) -> Store:
 
 __all__ = [
     "Admission",
+    "NameTaken",
     "OwnerBusy",
     "QueueFull",
     "RunRecord",

@@ -74,7 +74,9 @@ def make_client(settings_for, fake_experiment):
         client.__enter__()
         opened.append(client)
         service = client.app.state.service
-        service.plots = PlotRenderer(settings.plots_dir, fake_experiment, settings.plot_cache_sets)
+        service.plots = PlotRenderer(
+            settings.plots_dir, settings.plot_cache_sets, experiment_for=lambda _: fake_experiment
+        )
         if wait_ready:
             wait_until(lambda: service.ready)
         return client, grader

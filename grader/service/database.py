@@ -105,6 +105,21 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
     return before, head_revision()
 
 
+def upgrade_url(url: str) -> str:
+    """`gspo-grader db upgrade`: migrate the database a URL names; a line saying what changed."""
+    engine = open_engine(url)
+    try:
+        before, after = upgrade(engine)
+    except SQLAlchemyError as error:
+        reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+        raise DatabaseError(f"the database cannot be upgraded: {reason}") from None
+    finally:
+        engine.dispose()
+    if before == after:
+        return f"the database is at revision {after} already; nothing to do"
+    return f"the database was upgraded from {before or 'nothing'} to revision {after}"
+
+
 def check_schema(engine: Engine) -> None:
     """DatabaseError unless the database answers and its schema is the newest."""
     try:

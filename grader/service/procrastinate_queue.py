@@ -25,9 +25,9 @@ from grader.service.store import VERDICT_CHANNEL, Enqueue, Store
 log = logging.getLogger(__name__)
 
 QUEUE = "grading"
+PLOTS_QUEUE = "plots"  # drawn beside the gradings, never in their way
 GRADE_TASK = "gspo_grader.grade"
 PLOTS_TASK = "gspo_grader.draw_plots"
-GRADE_PRIORITY, PLOTS_PRIORITY = 10, 0  # procrastinate takes higher priorities first
 
 
 def libpq_url(url: str) -> str:
@@ -39,18 +39,18 @@ def deferring_app(url: str) -> procrastinate.App:
     return procrastinate.App(connector=procrastinate.SyncPsycopgConnector(conninfo=libpq_url(url)))
 
 
-def job_writer(app: procrastinate.App, task: str, priority: int, **arguments) -> Enqueue:
+def job_writer(app: procrastinate.App, task: str, queue: str, **arguments) -> Enqueue:
     """Write a job for `task` on the transaction of a SQLAlchemy connection (psycopg 3)."""
 
     def write(connection: Connection) -> None:
         raw = connection.connection.driver_connection
-        app.configure_task(task, queue=QUEUE, priority=priority, connection=raw).defer(**arguments)
+        app.configure_task(task, queue=queue, connection=raw).defer(**arguments)
 
     return write
 
 
 def grade_job_writer(app: procrastinate.App, job: Job) -> Enqueue:
-    return job_writer(app, GRADE_TASK, GRADE_PRIORITY, kind=job.kind, job_id=job.job_id)
+    return job_writer(app, GRADE_TASK, QUEUE, kind=job.kind, job_id=job.job_id)
 
 
 class ProcrastinateQueue:

@@ -177,6 +177,11 @@ class Store:
             if enqueue is not None:
                 enqueue(c)
 
+    def enqueue(self, enqueue: Enqueue) -> None:
+        """Write a queue job in a transaction of its own."""
+        with self._write() as c:
+            enqueue(c)
+
     def start_attempt(self, kind: str, job_id: str) -> Submission | RunRecord | None:
         """Mark a job grading and count the attempt; None when it is finished already."""
         table, key, _ = JOBS[kind]

@@ -51,6 +51,7 @@ class Cluster:
         self.env |= {"GSPO_GRADER_LOG_LEVEL": "info", "GSPO_GRADER_POOL_SIZE": "1"}
         self.env |= {f"GSPO_GRADER_{k.upper()}": v for k, v in env.items()}
         self.nodes: list[Node] = []
+        self.metrics_urls: dict[int, str] = {}  # node index -> a grading node's /metrics
 
     def command(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         argv = [sys.executable, "-m", "grader", *args]
@@ -71,8 +72,9 @@ class Cluster:
         argv = [sys.executable, "-m", "grader", "worker", "--concurrency", "1"]
         argv += ["--metrics-port", str(port)]
         node = Node(argv, self.env, self.folder / f"worker-{len(self.nodes)}.log")
-        self.nodes.append(node)
         url = f"http://127.0.0.1:{port}/metrics"
+        self.metrics_urls[len(self.nodes)] = url
+        self.nodes.append(node)
         if wait:
             wait_for(node, url, timeout=300, body="gspo_grader_ready 1")
         return node, url

@@ -64,7 +64,8 @@ def verdict_of(report: Report) -> Verdict:
 
 class GradingNode:
     """`after_verdict(job, report)` may return a job writer for the verdict's transaction
-    (the distributed deployment queues the drawing of the plots that way)."""
+    (the distributed deployment queues the drawing of the plots that way); `retry_job(job)`
+    one for the transaction that queues a job again after a grader fault."""
 
     def __init__(
         self,
@@ -72,11 +73,13 @@ class GradingNode:
         grader,
         metrics: Metrics,
         after_verdict: Callable[[Job, Report], Enqueue | None] | None = None,
+        retry_job: Callable[[Job], Enqueue] | None = None,
     ):
         self.store = store
         self.grader = grader
         self.metrics = metrics
         self.after_verdict = after_verdict
+        self.retry_job = retry_job  # the queue's job for another attempt, if it keeps one
 
     def run(self, job: Job) -> Outcome:
         record = self.store.start_attempt(job.kind, job.job_id)
@@ -95,7 +98,8 @@ class GradingNode:
                 record.attempts,
                 report.grader_error.message,
             )
-            self.store.requeue(job.kind, job.job_id)
+            writer = self.retry_job(job) if self.retry_job else None
+            self.store.requeue(job.kind, job.job_id, enqueue=writer)
             self.metrics.observe_retry()
             return "retry"
         writer = self.after_verdict(job, report) if self.after_verdict else None

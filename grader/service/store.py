@@ -27,6 +27,7 @@ from grader.service.tables import IN_FLIGHT, plots, runs, students, submissions
 
 VERDICT_CHANNEL = "gspo_grader_verdicts"  # NOTIFY payload: "<kind>:<id>" once finished
 ADMISSION_LOCK = 0x6773706F  # pg_advisory_xact_lock key that serialises admissions
+ORPHAN_LOCK = 0x67737070  # ... and the adoption of orphaned jobs by grading nodes
 
 Enqueue = Callable[[Connection], None]  # writes the queue's job inside the row's transaction
 
@@ -193,15 +194,40 @@ class Store:
             ).rowcount
         return self.get(kind, job_id) if changed else None
 
-    def requeue(self, kind: str, job_id: str) -> None:
-        """Back to queued, for another attempt (the attempts count stays)."""
+    def requeue(self, kind: str, job_id: str, enqueue: Enqueue | None = None) -> bool:
+        """Back to queued, for another attempt (the attempts count stays), with the new
+        queue job in the same transaction; False if it was not grading."""
         table, key, _ = JOBS[kind]
         with self._write() as c:
-            c.execute(
-                update(table)
-                .where(key == job_id, table.c.status == "grading")
-                .values(status="queued")
-            )
+            query = update(table).where(key == job_id, table.c.status == "grading")
+            changed = bool(c.execute(query.values(status="queued")).rowcount)
+            if changed and enqueue is not None:
+                enqueue(c)
+        return changed
+
+    def orphans(self, task_name: str) -> list[tuple[str, str]]:
+        """(kind, id) of jobs in flight that no procrastinate job waits for or runs: their
+        task failed on the database (it went away mid-grading). PostgreSQL only."""
+        found = []
+        with self.engine.connect() as c:
+            for kind, (table, key, _) in JOBS.items():
+                none = _no_live_job(task_name, key)
+                query = select(key).where(table.c.status.in_(IN_FLIGHT), none)
+                found += [(kind, row[0]) for row in c.execute(query)]
+        return found
+
+    def adopt(self, kind: str, job_id: str, task_name: str, enqueue: Enqueue) -> bool:
+        """Queue an orphan again (one grading node does, under a lock); False if it is no
+        longer an orphan."""
+        table, key, _ = JOBS[kind]
+        with self._write() as c:
+            c.execute(select(func.pg_advisory_xact_lock(ORPHAN_LOCK)))
+            none = _no_live_job(task_name, key)
+            still = and_(key == job_id, table.c.status.in_(IN_FLIGHT), none)
+            if not c.execute(update(table).where(still).values(status="queued")).rowcount:
+                return False
+            enqueue(c)
+        return True
 
     def finish(
         self, kind: str, job_id: str, verdict: Verdict, enqueue: Enqueue | None = None
@@ -364,6 +390,15 @@ def _count(c: Connection, table, where, in_flight: bool = True) -> int:
     if in_flight:
         query = query.where(table.c.status.in_(IN_FLIGHT))
     return c.scalar(query) or 0
+
+
+def _no_live_job(task_name: str, key):
+    """No procrastinate job waits for or runs the row whose id is `key`."""
+    return text(
+        "NOT EXISTS (SELECT 1 FROM procrastinate_jobs j WHERE j.task_name = :task"
+        " AND j.status IN ('todo', 'doing') AND j.args->>'job_id' = "
+        f"{key.table.name}.{key.name})"
+    ).bindparams(task=task_name)
 
 
 def _waiting(c: Connection) -> int:

@@ -61,8 +61,14 @@ class GradingWorker:
         self.metrics = Metrics()
         self.store = open_store(url)
         self.grader = grader if grader is not None else build_grader(settings, concurrency)
-        self.node = GradingNode(self.store, self.grader, self.metrics, self._plots_job)
         self.deferrer = deferring_app(url)
+        self.node = GradingNode(
+            self.store,
+            self.grader,
+            self.metrics,
+            after_verdict=self._plots_job,
+            retry_job=lambda job: grade_job_writer(self.deferrer, job),
+        )
         self.app = procrastinate.App(
             connector=procrastinate.PsycopgConnector(conninfo=libpq_url(url))
         )
@@ -76,8 +82,7 @@ class GradingWorker:
         job = Job(kind, job_id)
         self.in_flight += 1
         try:
-            if self.node.run(job) == "retry":
-                self.store.enqueue(grade_job_writer(self.deferrer, job))
+            self.node.run(job)  # a retry is queued by the node itself
         finally:
             self.in_flight -= 1
 
@@ -189,6 +194,18 @@ class GradingWorker:
             await asyncio.to_thread(self.store.requeue, kind, job_id)
             self.metrics.observe_retry()
             await _quietly(manager.retry_job(job))
+        await asyncio.to_thread(self.adopt_orphans)
+
+    def adopt_orphans(self) -> None:
+        """Jobs whose task failed on the database (it went away mid-grading) have no queue
+        job left: queue them again, or give up after their last attempt."""
+        for kind, job_id in self.store.orphans(GRADE_TASK):
+            job = Job(kind, job_id)
+            record = self.store.get(kind, job_id)
+            if record is not None and record.attempts >= MAX_ATTEMPTS:
+                self.node.give_up(job, record.exercise, "the database went away on every attempt")
+            elif self.store.adopt(kind, job_id, GRADE_TASK, grade_job_writer(self.deferrer, job)):
+                log.warning("%s was left without a queue job; queued again", job.key)
 
     def exposition(self) -> str:
         try:

@@ -212,3 +212,25 @@ def test_only_one_of_many_racing_claims_on_a_name_wins(database_url):
         thread.join()
     assert len(wins) == 1 and store.student_key_hash("ada") == f"hash-{wins[0]}"
     store.close()
+
+
+def test_a_job_without_a_live_queue_job_is_an_orphan_adopted_once(postgres):
+    """PostgreSQL: a row in flight whose procrastinate job is gone (its task failed on the
+    database) is found, and only one of two grading nodes queues it again."""
+    from grader.service.grading_node import Job
+    from grader.service.procrastinate_queue import GRADE_TASK, deferring_app, grade_job_writer
+
+    url = postgres.new_database()
+    store = open_store(url, migrate=True)
+    store.create_student("ada", "h", "t")
+    app = deferring_app(url)
+    job = Job("submission", record(1).submission_id)
+    store.queue_submission(record(1), ROOMY, grade_job_writer(app, job))
+    assert store.orphans(GRADE_TASK) == []  # its job waits
+    with store.engine.begin() as c:
+        c.execute(text("UPDATE procrastinate_jobs SET status = 'failed'"))
+    assert store.orphans(GRADE_TASK) == [("submission", job.job_id)]
+    assert store.adopt("submission", job.job_id, GRADE_TASK, grade_job_writer(app, job))
+    assert not store.adopt("submission", job.job_id, GRADE_TASK, grade_job_writer(app, job))
+    assert store.orphans(GRADE_TASK) == []
+    store.close()

@@ -202,14 +202,14 @@ function outputBlock(report) {
 }
 
 /** Render a Report (grader/report/model.py) into the panel. */
-export function showReport(panel, report, caption = "") {
+export function showReport(panel, report, caption = "", plots = {}) {
   replaceChildren(
     panel,
     submissionError(report.submission_error),
     graderError(report.grader_error),
     verdict(report, caption),
     h("ol", { class: "tiers", "aria-label": "Tiers" }, (report.tiers || []).map(tierRow)),
-    toySection(report.artifacts),
+    toySection(report.artifacts, plots),
     metricsList(report.metrics),
     outputBlock(report),
   );

@@ -161,10 +161,11 @@ function plotImage(name, url) {
   return h("figure", { class: "plot" }, status, full, caption);
 }
 
-/** The whole toy section, or null when the report has no artifacts. */
-export function toySection(artifacts) {
+/** The whole toy section, or null when the report has no artifacts. `plotUrls` (name ->
+ * URL) comes beside the report in the service's answer. */
+export function toySection(artifacts, plotUrls = {}) {
   if (!artifacts) return null;
-  const plots = Object.entries(artifacts.plots || {});
+  const plots = Object.entries(plotUrls || {});
   return h(
     "section",
     { class: "toy", "aria-label": "Toy experiment" },

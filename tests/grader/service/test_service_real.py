@@ -130,7 +130,7 @@ def test_eight_concurrent_submissions_are_all_answered_correctly(client):
 
 def test_plots_of_a_real_report_are_pngs(client):
     body = client.post("/api/run", json={"code": REFERENCE}).json()
-    plots = body["report"]["artifacts"]["plots"]
+    plots = body["plots"]
     assert set(plots) == {"curves", "grad_matrix", "token_vs_sequence"}
     for url in plots.values():
         image = client.get(url)

@@ -429,3 +429,37 @@ def test_a_refused_first_submit_claims_no_name(make_client):
     grader.grade_gate.set()
     holder.join(10)
     assert submit(client, student="ada").status_code == 200
+
+
+def test_jobs_left_unfinished_by_a_killed_service_are_graded_at_the_next_start(
+    make_client, settings_for
+):
+    from grader.service.store import Admission, Submission, open_store
+
+    store = open_store(settings_for().resolved_database_url, migrate=True)
+    store.create_student("ada", "hash", "t")
+    left = Submission("a" * 32, "b" * 32, "ada", REFERENCE, "2026-01-01T00:00:00+00:00", "gspo")
+    store.queue_submission(left, Admission(10, 1))
+    store.start_attempt("submission", left.submission_id)  # it was grading when killed
+    store.close()
+    client, grader = make_client(instructor_token=TOKEN)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    url = f"/api/submissions/{left.submission_id}"
+    wait_until(lambda: client.get(url, headers=auth).json()["status"] == "done")
+    assert client.get(url, headers=auth).json()["report"]["passed"] is True
+    assert grader.names == [left.submission_id]
+
+
+def test_db_upgrade_migrates_a_first_release_data_dir(tmp_path):
+    import subprocess
+    import sys
+
+    from test_service_migrations import first_release_database
+
+    (tmp_path / "data").mkdir()
+    first_release_database(tmp_path / "data" / "grader.sqlite3")
+    argv = [sys.executable, "-m", "grader", "db", "upgrade", "--data-dir", str(tmp_path / "data")]
+    first = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0 and "upgraded from 0001 to revision" in first.stdout
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "nothing to do" in again.stdout

@@ -16,13 +16,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
-from datetime import UTC, datetime
+from dataclasses import fields
 
 from sqlalchemy import Connection, Engine, and_, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from grader.service.database import check_schema, is_postgres, open_engine, upgrade
+from grader.service.records import (
+    Admission,
+    NameTaken,
+    OwnerBusy,
+    QueueFull,
+    RunRecord,
+    Submission,
+    SubmissionSummary,
+    Verdict,
+    now,
+)
 from grader.service.tables import IN_FLIGHT, plots, runs, students, submissions
 
 VERDICT_CHANNEL = "gspo_grader_verdicts"  # NOTIFY payload: "<kind>:<id>" once finished
@@ -30,85 +40,6 @@ ADMISSION_LOCK = 0x6773706F  # pg_advisory_xact_lock key that serialises admissi
 ORPHAN_LOCK = 0x67737070  # ... and the adoption of orphaned jobs by grading nodes
 
 Enqueue = Callable[[Connection], None]  # writes the queue's job inside the row's transaction
-
-
-class QueueFull(Exception):
-    """As many gradings wait in the whole cluster as the queue may hold."""
-
-
-class OwnerBusy(Exception):
-    """This student already has as many Submits in flight as one may have."""
-
-
-class NameTaken(Exception):
-    """A new student's name was claimed by another request a moment ago."""
-
-
-def now() -> str:
-    return datetime.now(UTC).isoformat()
-
-
-@dataclass(frozen=True)
-class Submission:
-    """One submission. `report_json` is the Report exactly as the judge built it; it and the
-    score stay None until the status is done (an ungradable one keeps no score)."""
-
-    submission_id: str
-    report_id: str
-    student: str
-    code: str
-    created_at: str  # ISO 8601, UTC
-    exercise: str
-    status: str = "queued"  # queued, grading, done, ungradable
-    attempts: int = 0
-    report_json: str | None = None
-    score: float | None = None
-    max_score: float | None = None
-    passed: bool | None = None
-    finished_at: str | None = None
-
-
-@dataclass(frozen=True)
-class SubmissionSummary:
-    submission_id: str
-    student: str
-    exercise: str
-    created_at: str
-    status: str
-    passed: bool | None
-    score: float | None
-    max_score: float | None
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """A Run graded by the distributed queue (the embedded service keeps Runs in memory)."""
-
-    report_id: str
-    exercise: str
-    code: str
-    created_at: str
-    status: str = "queued"
-    attempts: int = 0
-    report_json: str | None = None
-    finished_at: str | None = None
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What finishing a grading writes. `score` None: ungradable, the report says why."""
-
-    report_json: str
-    score: float | None = None
-    max_score: float | None = None
-    passed: bool | None = None
-
-
-@dataclass(frozen=True)
-class Admission:
-    max_waiting: int  # gradings waiting for a grading node, over the whole cluster
-    max_per_student: int  # one student's Submits in flight
-    max_in_flight: int | None = None  # waiting and grading (the embedded service's slots)
 
 
 JOBS = {  # kind -> (table, id column, record type)
@@ -435,5 +366,6 @@ __all__ = [
     "SubmissionSummary",
     "Verdict",
     "is_postgres",
+    "now",
     "open_store",
 ]

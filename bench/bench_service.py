@@ -10,7 +10,9 @@ It prints four figures and asserts nothing about time:
   3. load: N concurrent clients submitting for a while: all answered correctly?, p99,
      gradings/s, peak memory (PSS and summed RSS) of the server's process tree;
   4. naive: a fresh `pytest tests/tiers --submission FILE` process per submission, and the
-     ratio to (2).
+     ratio to (2);
+  5. and 6. the distributed deployment (bench/distributed.py): what the queue adds to a
+     Submit, and throughput with one and two worker processes (skip: --no-distributed).
 """
 
 from __future__ import annotations
@@ -197,7 +199,7 @@ class Client:
             return time.perf_counter() - start, 0, None
         seconds = time.perf_counter() - start
         parsed = json.loads(data) if status == 200 else None
-        if parsed:
+        if parsed and parsed.get("student_key"):
             self.key = parsed["student_key"]
         return seconds, status, parsed
 
@@ -210,7 +212,8 @@ def correct(parsed: dict | None, expected_score: float | None) -> bool:
 
 
 def bench_warm(port: int, n: int, code: str, expected_score, pause: float = 0.0):
-    """(2) Sequential warm Submits: latencies, the grader's own times, the count correct.
+    """(2) Sequential warm Submits: latencies, the grader's own times (one per answered
+    request, in order), the count correct.
 
     With `pause`, each request waits that long after the previous answer, so the pools have
     refilled their pre-started workers (a class where Submits do not arrive back to back)."""
@@ -238,15 +241,17 @@ def classify(status: int, parsed: dict | None, expected_score) -> str:
     return "ok" if correct(parsed, expected_score) else "wrong"
 
 
-def bench_load(server: Server, clients: int, duration: float, code: str, expected_score):
-    """(3) `clients` threads submitting back to back for `duration` seconds."""
+def bench_load(
+    server: Server, clients: int, duration: float, code: str, expected_score, name="bench-load"
+):
+    """(3) `clients` threads, students `name`-0.., submitting back to back for `duration` s."""
     lock, times = threading.Lock(), []
     outcomes = {"ok": 0, "wrong": 0, "refused": 0, "error": 0}
     stop_at = time.perf_counter() + duration
     peak = [server.rss()]
 
     def student(i: int) -> None:
-        client = Client(server.port, f"bench-load-{i}", code)
+        client = Client(server.port, f"{name}-{i}", code)
         while time.perf_counter() < stop_at:
             seconds, status, parsed = client.submit()
             with lock:
@@ -288,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pause", type=float, default=1.0, help="seconds between paced warm requests (1)"
     )
+    parser.add_argument("--no-distributed", action="store_true", help="skip phases 5 and 6")
     args = parser.parse_args(argv)
     cold_runs = 2 if args.quick else 3
     n_warm = args.requests or (10 if args.quick else 30)
@@ -309,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             print(f"  server healthy after {server.wait_ready():.1f} s (pool {args.pool_size})")
             # paced first: every request finds a pre-started worker (the warm latency)
-            warm_p50 = report_phase_2(server, n_warm, code, expected, cold, args.pause)
+            warm_p50, _, overhead = report_phase_2(server, n_warm, code, expected, cold, args.pause)
             report_phase_2(server, n_warm, code, expected, cold)
             report_phase_3(server, args.clients, duration, code, expected)
         finally:
@@ -320,26 +326,30 @@ def main(argv: list[str] | None = None) -> int:
     print("  " + summary("naive", naive))
     if naive:
         print(f"  naive median / warm p50 = {statistics.median(naive) / warm_p50:.1f}x")
+    if not args.no_distributed:
+        import distributed
+
+        distributed.run(n_warm, args.pause, args.clients, duration, args.concurrent, overhead)
     return 0
 
 
 def report_phase_2(
     server: Server, n: int, code: str, expected, cold: list[float], pause: float = 0.0
-) -> float:
+) -> tuple[float, float, list[float]]:
     paced = f", each {pause:g} s after the previous answer" if pause else ", back to back"
     print(f"(2) warm Submit over HTTP, {n} sequential requests{paced}")
     warm, grading, ok = bench_warm(server.port, n, code, expected, pause)
     print("  " + summary("warm", warm))
     print("  " + summary("of which grading (report.timings.total_s)", grading))
-    if grading:
-        overhead = statistics.median(warm) - statistics.median(grading)
-        print(f"  service overhead (HTTP, queue, store), median: {overhead * 1000:.0f} ms")
+    overhead = [total - graded for total, graded in zip(warm, grading, strict=False)]
+    if overhead:
+        print("  " + summary("service overhead (answer time minus grading time)", overhead))
     print(f"  answered correctly: {ok}/{n}")
-    p50 = statistics.median(warm)
+    p50 = percentile(warm, 50)
     if cold:
         ratio = statistics.median(cold) / p50
         print(f"  cold median / warm p50 = {ratio:.1f}x (target >= 10x; p50 target < 300 ms)")
-    return p50
+    return p50, percentile(warm, 95), overhead
 
 
 def report_phase_3(server: Server, clients: int, duration: float, code: str, expected) -> None:

@@ -6,6 +6,8 @@
     gspo-grader exercises | check-exercise DIR | tiers | statement   [--exercise ID|DIR]
     gspo-grader doctor
     gspo-grader serve [--host 127.0.0.1] [--port 8000] [--data-dir DIR]
+    gspo-grader worker [--concurrency N] [--metrics-port PORT]   (GSPO_GRADER_DATABASE_URL)
+    gspo-grader db upgrade [--data-dir DIR]
 
 Exit status: 0 every graded submission passed (or every check held); 1 one failed (a syntax
 error and a timeout count as failures); 2 the command itself was wrong (a missing path, an
@@ -15,6 +17,7 @@ unknown tier or exercise, a broken manifest, a sandbox weaker than GSPO_GRADER_S
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -56,6 +59,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--data-dir", default=None)
+    worker = commands.add_parser("worker", help="grade jobs of the distributed queue")
+    worker.add_argument("--concurrency", type=int, default=None, help="warm judges")
+    worker.add_argument("--metrics-port", type=int, default=None, help="0: no /metrics")
+    db = commands.add_parser("db", help="the service's database")
+    db.add_argument("action", choices=("upgrade",), help="create or migrate the schema")
+    db.add_argument("--data-dir", default=None)
     return parser
 
 
@@ -69,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         "statement": cmd_statement,
         "doctor": cmd_doctor,
         "serve": cmd_serve,
+        "worker": cmd_worker,
+        "db": cmd_db,
     }
     try:
         return handlers[args.command](args)
@@ -261,10 +272,37 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from grader.service import serve
+
+    with _service_problems():
+        serve(host=args.host, port=args.port, data_dir=args.data_dir)
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from grader.service.worker import start_worker
+
+    with _service_problems():
+        start_worker(concurrency=args.concurrency, metrics_port=args.metrics_port)
+    return 0
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from grader.service.database import upgrade_url
+    from grader.service.settings import load_settings
+
+    with _service_problems():
+        settings = load_settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
+        print(f"{PROG}: {upgrade_url(settings.resolved_database_url)}")
+    return 0
+
+
+@contextlib.contextmanager
+def _service_problems():
+    """A bad setting or an unusable database: one line, exit status 2."""
+    from grader.service.database import DatabaseError
     from grader.service.settings import SettingsError
 
     try:
-        serve(host=args.host, port=args.port, data_dir=args.data_dir)
-    except SettingsError as error:  # one line naming each bad variable, exit status 2
+        yield
+    except (SettingsError, DatabaseError) as error:
         raise UsageProblem(str(error)) from None
-    return 0

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up shared by scripts/serve.sh and scripts/test.sh.
 #   scripts/setup.sh           Python venv (.venv) with the project, bubblewrap, the web build
-#   scripts/setup.sh --test    the same, plus what the tests need (Chromium for browser tests)
+#   scripts/setup.sh --test    the same, plus what the tests need (Chromium for browser tests,
+#                              PostgreSQL's server binaries: the tests start their own cluster)
 # Each step is skipped when its result is already there, so a second run takes seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,7 +52,7 @@ web_build() {
 }
 
 apt_install bubblewrap
-[[ $want_test -eq 1 ]] && apt_install chromium fonts-dejavu-core
+[[ $want_test -eq 1 ]] && apt_install chromium fonts-dejavu-core postgresql
 python_env
 web_build
 log "ready"

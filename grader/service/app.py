@@ -1,8 +1,9 @@
 """The FastAPI application: routers, error shapes, the body-size guard and the web page.
 
-`create_app(settings, grader)` builds the app; the lifespan opens the store and warms the
-grader, and on shutdown closes them (a grader passed in stays its caller's to close).
-Every error answers `{"detail": "<one sentence>"}`.
+`create_app(settings, grader)` builds the app; the lifespan opens the store and the queue
+(and, embedded, warms the grader), and on shutdown closes them (a grader passed in stays its
+caller's to close). Every error answers `{"detail": "<one sentence>"}`; a database that
+does not answer is a 503 with Retry-After, never a 500.
 """
 
 from __future__ import annotations
@@ -14,10 +15,21 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from procrastinate.exceptions import ConnectorException
+from sqlalchemy.exc import DBAPIError
 
 from grader import __version__
 from grader.service.body_limit import BodyLimit
-from grader.service.routers import exercise, grading, health, instructor, reports, submissions
+from grader.service.database import DatabaseError
+from grader.service.routers import (
+    exercise,
+    grading,
+    health,
+    instructor,
+    reports,
+    runs,
+    submissions,
+)
 from grader.service.settings import Settings, load_settings
 from grader.service.state import ServiceState
 
@@ -43,21 +55,24 @@ def create_app(settings: Settings | None = None, grader=None) -> FastAPI:
     async def lifespan(app: FastAPI):
         app.state.service = ServiceState(settings, grader)
         try:
+            await app.state.service.start()
             yield
         finally:
-            app.state.service.close()
+            await app.state.service.close()
 
     app = FastAPI(
         title="gspo-grader",
         version=__version__,
-        summary="Grades GSPO implementations in a sandbox and reports tier by tier.",
+        summary="Grades paper-to-code exercises in a sandbox and reports tier by tier.",
         lifespan=lifespan,
     )
     app.state.settings = settings
     app.add_middleware(BodyLimit, max_bytes=body_limit(settings.max_code_bytes))
     app.add_exception_handler(RequestValidationError, validation_error)
+    for error in DATABASE_ERRORS:
+        app.add_exception_handler(error, database_unavailable)
     app.add_exception_handler(Exception, internal_error)
-    for module in (exercise, grading, submissions, reports, instructor, health):
+    for module in (exercise, grading, runs, submissions, reports, instructor, health):
         app.include_router(module.router)
     mount_web(app, settings)
     return app
@@ -97,6 +112,18 @@ def describe_validation(errors) -> str:
     if first.get("type") == "json_invalid":
         return "The request body is not valid JSON."
     return f"The field {field!r} is not valid: {first.get('msg', 'invalid value')}."
+
+
+DATABASE_ERRORS = (DBAPIError, ConnectorException, DatabaseError)
+
+
+async def database_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
+    retry = str(request.app.state.settings.retry_after_seconds)
+    detail = (
+        "The grader's database is not answering; try again shortly (your code is not at fault)."
+    )
+    return JSONResponse({"detail": detail}, status_code=503, headers={"Retry-After": retry})
 
 
 async def internal_error(request: Request, exc: Exception) -> JSONResponse:

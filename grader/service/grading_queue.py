@@ -1,94 +1,112 @@
-"""The grading queue: a bounded number of gradings in flight, a bounded number waiting.
+"""The grading queue: where admitted jobs wait for a grading node. One interface, two
+implementations, one per deployment:
 
-When both are full the request is refused at once (QueueFull -> 503 + Retry-After) instead
-of piling up without bound: a client that retries later is better served than one whose
-request times out after minutes in a queue nobody can see.
+    InProcessQueue       embedded: the judges live in this process tree; jobs wait in memory
+                         and `max_concurrent` of them are graded at once on threads
+    ProcrastinateQueue   distributed (procrastinate_queue.py): jobs wait in PostgreSQL and
+                         `gspo-grader worker` processes take them
+
+    await queue.put(job, admit)       # admit(enqueue): the store's transaction for the row;
+                                      # a queue in the same database writes its job in it
+    finished = await queue.wait(job, timeout_s)   # True once the verdict is written
+
+Admission (a full queue, one Submit in flight per student) is decided by the database in
+`admit`, so it holds across API nodes; the queues only carry jobs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
+import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
-from grader.report import Report
+from grader.service.grading_node import GradingNode, Job
+from grader.service.store import Enqueue, Store
+
+log = logging.getLogger(__name__)
+
+FINISHED = ("done", "ungradable")
+
+Admit = Callable[[Enqueue | None], None]
 
 
-class QueueFull(Exception):
-    """Every grading slot and every waiting place is taken."""
+class GradingQueue(Protocol):
+    async def start(self) -> None: ...
+    async def put(self, job: Job, admit: Admit) -> None: ...
+    async def wait(self, job: Job, timeout_s: float) -> bool: ...
+    def gauges(self) -> dict[str, tuple[str, float]]: ...
+    async def close(self) -> None: ...
 
 
-class OwnerBusy(Exception):
-    """This owner (a student) already has as many gradings admitted as one may have."""
+class InProcessQueue:
+    """Jobs in an asyncio queue, graded by `concurrency` consumers on their own threads.
 
+    Jobs left unfinished by a previous run of the service (killed while grading) are
+    queued again at start: at-least-once, as in the distributed deployment."""
 
-class GradingQueue:
-    """Runs the blocking `grader.grade` on a thread pool, `max_concurrent` at a time."""
-
-    def __init__(self, grader, max_concurrent: int, max_queue: int, per_owner: int = 1):
-        self._grader = grader
-        self._max_concurrent = max_concurrent
-        self._capacity = max_concurrent + max_queue
-        self._per_owner = per_owner
-        self._admitted = 0  # in flight + waiting
-        self._by_owner: dict[str, int] = {}  # owner -> admitted
-        self._in_flight = 0
-        self._lock = threading.Lock()
-        self._slots = asyncio.Semaphore(max_concurrent)
-        self._executor = ThreadPoolExecutor(max_concurrent, thread_name_prefix="grading")
-
-    @property
-    def in_flight(self) -> int:
-        return self._in_flight
+    def __init__(self, node: GradingNode, concurrency: int):
+        self.node = node
+        self.store: Store = node.store
+        self.concurrency = concurrency
+        self.in_flight = 0
+        self._jobs: asyncio.Queue[Job] = asyncio.Queue()
+        self._events: dict[str, asyncio.Event] = {}
+        self._consumers: list[asyncio.Task] = []
+        self._executor = ThreadPoolExecutor(concurrency, thread_name_prefix="grading")
 
     @property
     def waiting(self) -> int:
-        return self._admitted - self._in_flight
+        return self._jobs.qsize()
 
-    async def grade(
-        self, code: str, mode: str, owner: str | None = None, name: str | None = None
-    ) -> tuple[Report, float]:
-        """Grade `code`; return the report and the seconds the grader spent on it.
+    async def start(self) -> None:
+        for kind, job_id in await asyncio.to_thread(self.store.unfinished):
+            self._jobs.put_nowait(Job(kind, job_id))
+        self._consumers = [asyncio.create_task(self._consume()) for _ in range(self.concurrency)]
 
-        owner: who asks (a student); one owner may hold at most `per_owner` places, so a
-        client that fires many requests at once cannot take the queue from everyone else.
-        """
-        self._admit(owner)
+    async def put(self, job: Job, admit: Admit) -> None:
+        await asyncio.to_thread(admit, None)
+        self._jobs.put_nowait(job)
+
+    async def wait(self, job: Job, timeout_s: float) -> bool:
+        event = self._events.setdefault(job.key, asyncio.Event())
+        record = await asyncio.to_thread(self.store.get, job.kind, job.job_id)
+        if record is not None and record.status in FINISHED:
+            return True
         try:
-            async with self._slots:
-                self._in_flight += 1
-                try:
-                    loop = asyncio.get_running_loop()
-                    timed = self._timed
-                    return await loop.run_in_executor(self._executor, timed, code, mode, name)
-                finally:
-                    self._in_flight -= 1
-        finally:
-            self._release(owner)
+            await asyncio.wait_for(event.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
 
-    def close(self) -> None:
+    def gauges(self) -> dict[str, tuple[str, float]]:
+        return {
+            "gspo_grader_queue_depth": ("Gradings waiting for a slot.", self.waiting),
+            "gspo_grader_in_flight": ("Gradings running now.", self.in_flight),
+        }
+
+    async def close(self) -> None:
+        for task in self._consumers:
+            task.cancel()
+        await asyncio.gather(*self._consumers, return_exceptions=True)
         self._executor.shutdown(wait=True, cancel_futures=True)
 
-    def _admit(self, owner: str | None) -> None:
-        with self._lock:
-            if owner is not None and self._by_owner.get(owner, 0) >= self._per_owner:
-                raise OwnerBusy
-            if self._admitted >= self._capacity:
-                raise QueueFull
-            self._admitted += 1
-            if owner is not None:
-                self._by_owner[owner] = self._by_owner.get(owner, 0) + 1
-
-    def _release(self, owner: str | None) -> None:
-        with self._lock:
-            self._admitted -= 1
-            if owner is not None:
-                left = self._by_owner.pop(owner) - 1
-                if left:
-                    self._by_owner[owner] = left
-
-    def _timed(self, code: str, mode: str, name: str | None) -> tuple[Report, float]:
-        start = time.perf_counter()
-        report = self._grader.grade(code, mode=mode, name=name)
-        return report, time.perf_counter() - start
+    async def _consume(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            job = await self._jobs.get()
+            self.in_flight += 1
+            try:
+                outcome = await loop.run_in_executor(self._executor, self.node.run, job)
+            except Exception:
+                log.exception("grading %s failed outside the grader", job.key)
+                outcome = "finished"  # its row stays in flight; a restart takes it again
+            finally:
+                self.in_flight -= 1
+            if outcome == "retry":
+                self._jobs.put_nowait(job)
+                continue
+            event = self._events.pop(job.key, None)
+            if event is not None:
+                event.set()

@@ -1,8 +1,8 @@
 """Prometheus metrics, written by hand: a handful of lines do not justify a dependency.
 
 Exposed: gradings by mode and outcome (counter), grading latency (histogram), requests turned
-away because the queue was full (counter), and queue depth, gradings in flight, pool size and
-readiness (gauges).
+away because the queue was full (counter), attempts retried after a grader fault or a lost
+grading node (counter), and gauges the caller passes (queue depth, in flight, readiness...).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ class Metrics:
         self._lock = threading.Lock()
         self._gradings: Counter[tuple[str, str]] = Counter()  # (mode, outcome) -> count
         self._rejected = 0
+        self._retries = 0
         self._bucket_counts = [0] * len(LATENCY_BUCKETS)
         self._latency_sum = 0.0
         self._latency_count = 0
@@ -37,6 +38,11 @@ class Metrics:
     def observe_rejected(self) -> None:
         with self._lock:
             self._rejected += 1
+
+    def observe_retry(self) -> None:
+        """An attempt ended by a grader fault; the job is graded again."""
+        with self._lock:
+            self._retries += 1
 
     def render(self, gauges: dict[str, tuple[str, float]]) -> str:
         """The exposition text; `gauges` maps a metric name to (help text, value)."""
@@ -58,6 +64,12 @@ class Metrics:
             f"# HELP {rejected} Gradings refused with 503 because the queue was full.",
             f"# TYPE {rejected} counter",
             f"{rejected} {self._rejected}",
+        ]
+        retries = "gspo_grader_retries_total"
+        lines += [
+            f"# HELP {retries} Attempts ended by a grader fault or a lost grading node, retried.",
+            f"# TYPE {retries} counter",
+            f"{retries} {self._retries}",
         ]
         return lines
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 from grader.report import Report
@@ -10,33 +12,41 @@ from grader.report import Report
 # spreadsheet formula) and holds letters, digits, spaces and . _ @ - (any script).
 STUDENT_PATTERN = r"^[^\W_][\w .@-]*$"
 
-
-class RunRequest(BaseModel):
-    code: str = Field(description="The student's Python source.")
-
-
-class SubmitRequest(BaseModel):
-    code: str = Field(description="The student's Python source.")
-    student: str = Field(min_length=1, max_length=64, pattern=STUDENT_PATTERN)
-
-
-PLOTS_FIELD = Field(
-    default_factory=dict, description="Plot name -> URL of its PNG (drawn after the verdict)."
+Status = Literal["queued", "grading", "done", "ungradable"]
+EXERCISE_FIELD = Field(
+    None, description="An exercise id from GET /api/exercises; default: the first."
 )
 
 
-class RunResponse(BaseModel):
+class RunRequest(BaseModel):
+    code: str = Field(description="The student's Python source.")
+    exercise: str | None = EXERCISE_FIELD
+
+
+class SubmitRequest(RunRequest):
+    student: str = Field(min_length=1, max_length=64, pattern=STUDENT_PATTERN)
+
+
+class Grading(BaseModel):
+    """A grading's state. `report` is set once the status is done or ungradable (the
+    report then says what the grader could not do); `position` while it is queued."""
+
     report_id: str
-    report: Report
-    plots: dict[str, str] = PLOTS_FIELD
+    exercise: str
+    status: Status
+    position: int | None = Field(None, description="1 = next to be graded, over the cluster.")
+    report: Report | None = None
+    plots: dict[str, str] = Field(default_factory=dict, description="plot name -> image URL")
 
 
-class SubmissionView(BaseModel):
+class RunResponse(Grading):
+    pass
+
+
+class SubmissionView(Grading):
     submission_id: str
-    report_id: str
     student: str
-    report: Report
-    plots: dict[str, str] = PLOTS_FIELD
+    created_at: str
 
 
 class SubmitResponse(SubmissionView):
@@ -45,10 +55,12 @@ class SubmitResponse(SubmissionView):
 
 class SubmissionItem(BaseModel):
     submission_id: str
+    exercise: str
     created_at: str
-    passed: bool
-    score: float
-    max_score: float
+    status: Status
+    passed: bool | None = None  # None until done, and for ever when ungradable
+    score: float | None = None
+    max_score: float | None = None
 
 
 class SubmissionList(BaseModel):
@@ -72,13 +84,30 @@ class TierInfo(BaseModel):
     visibility: str = "visible"
 
 
-class ExerciseInfo(BaseModel):
+class ExerciseSummary(BaseModel):
+    id: str
     title: str
+    paper: str
+    section: str
+
+
+class ExerciseInfo(BaseModel):
+    id: str
+    title: str
+    paper: str
+    section: str
     statement: str
     starter: str
     functions: list[str]
     tiers: list[TierInfo]
+    plots: list[str]
 
 
 class Health(BaseModel):
     status: str
+    detail: str = ""
+    deployment: Literal["embedded", "distributed"] = "embedded"
+    database: str = "ok"
+    workers: int | None = None  # distributed: grading nodes with a fresh heartbeat
+    isolation: str = ""  # embedded: the sandbox's level on this machine
+    warning: str = ""

@@ -1,8 +1,13 @@
-"""`serve(host, port, data_dir)`: run the service under uvicorn, one worker process.
+"""`serve()`: run the service under uvicorn, one process; what `gspo-grader serve` runs.
 
-One process on purpose: the grader's warm pools live in it, and several uvicorn workers
-would each start their own. uvicorn turns SIGTERM/SIGINT into a graceful shutdown, which
-runs the app's lifespan exit and so closes the grader and its sandbox workers.
+Embedded (the default, SQLite): one process with the warm judges; several uvicorn workers
+would each start their own. Distributed (PostgreSQL): an API node, which grades nothing; run
+as many as you like, each with `serve`. uvicorn turns SIGTERM/SIGINT into a graceful
+shutdown, which runs the app's lifespan exit and so closes the grader and its workers.
+
+Before it listens, `serve` checks what would make it useless: a broken exercise or tier
+registry, on PostgreSQL a database that cannot be reached or is not migrated, and embedded a
+sandbox weaker than GSPO_GRADER_SANDBOX_REQUIRE (one line, exit status 2 from the CLI).
 """
 
 from __future__ import annotations
@@ -12,16 +17,44 @@ from pathlib import Path
 
 import uvicorn
 
-from grader.exercise import default_exercise
+from grader.exercise import catalog
 from grader.judge.registry import load_tiers
+from grader.sandbox.isolation import check_required, detect_isolation
 from grader.service.app import create_app
-from grader.service.settings import load_settings
+from grader.service.database import check_schema, open_engine
+from grader.service.settings import Settings, load_settings
 
 
-def check_exercise() -> None:
-    """Fail before listening when the tier registry is broken (TierRegistryError names the
-    problem): a service that answers with no tiers would look healthy and grade nothing."""
-    load_tiers(default_exercise().tiers_file)
+def check_exercises() -> None:
+    """Fail before listening when an exercise or its tier registry is broken (the error
+    names the file): a service that answered with no tiers would look healthy and grade
+    nothing."""
+    for exercise in catalog().values():
+        load_tiers(exercise.tiers_file)
+
+
+def check_sandbox() -> None:
+    """IsolationError when this machine offers less isolation than GSPO_GRADER_SANDBOX_REQUIRE
+    asks for (where the judges run: the embedded service, a grading node)."""
+    check_required(detect_isolation())
+
+
+def check_database(settings: Settings) -> None:
+    """DatabaseError unless a PostgreSQL database answers and is migrated (SQLite
+    migrates itself)."""
+    if not settings.distributed:
+        return
+    engine = open_engine(settings.resolved_database_url)
+    try:
+        check_schema(engine)
+    finally:
+        engine.dispose()
+
+
+def configure_logging(settings: Settings) -> None:
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s"
+    )
 
 
 def serve(
@@ -33,10 +66,11 @@ def serve(
     """Start the service and block until it is stopped. None keeps the configured value."""
     overrides = {"host": host, "port": port, "data_dir": data_dir}
     settings = load_settings(**{k: v for k, v in overrides.items() if v is not None})
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s"
-    )
-    check_exercise()
+    configure_logging(settings)
+    check_exercises()
+    check_database(settings)
+    if not settings.distributed:
+        check_sandbox()
     app = create_app(settings, grader)
     config = uvicorn.Config(
         app,

@@ -30,7 +30,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     data_dir: Path = Path("./data")
-    database_url: str | None = None  # default: sqlite in data_dir
+    database_url: str | None = None  # default: sqlite in data_dir; postgresql://: distributed
     web_dir: Path | None = None  # default: web/dist beside the grader package
     pool_size: int = Field(2, ge=1, le=64)  # judge processes (each keeps a sandbox worker ready)
     max_concurrent: int = Field(2, ge=1, le=64)  # gradings in flight
@@ -38,7 +38,11 @@ class Settings(BaseSettings):
     max_per_student: int = Field(1, ge=1, le=64)  # a student's Submits admitted at once
     max_code_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)
     instructor_token: SecretStr | None = None  # None: instructor endpoints are disabled
-    run_cache_size: int = Field(256, ge=1, le=100_000)  # Run reports kept for their plots
+    run_retention_hours: float = Field(24.0, gt=0, le=24 * 365)  # Run reports kept (plots)
+    verdict_wait_seconds: float = Field(20.0, ge=0, le=600)  # then 202 and the page polls
+    heartbeat_seconds: float = Field(2.0, gt=0, le=10)  # grading nodes' heartbeat period
+    stalled_seconds: float = Field(10.0, ge=1, le=30)  # no heartbeat this long: node is dead
+    metrics_port: int = Field(9400, ge=0, le=65535)  # a grading node's /metrics; 0: none
     plot_wait_seconds: float = Field(20.0, ge=0, le=300)
     plot_cache_sets: int = Field(1000, ge=1, le=1_000_000)  # sets of PNGs kept on disk
     retry_after_seconds: int = Field(5, ge=1, le=3600)
@@ -55,9 +59,14 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _supported_database(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith("sqlite:///"):
-            raise ValueError("only sqlite:///PATH databases are supported")
+        if value is not None and not value.startswith(("sqlite:///", "postgresql://")):
+            raise ValueError("use sqlite:///PATH or postgresql://USER:PASSWORD@HOST/DB")
         return value
+
+    @property
+    def distributed(self) -> bool:
+        """PostgreSQL: API nodes and grading nodes apart, the queue in the database."""
+        return self.resolved_database_url.startswith("postgresql://")
 
     @property
     def sqlite_path(self) -> Path:

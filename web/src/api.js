@@ -55,9 +55,13 @@ async function request(path, { method = "GET", body, key } = {}) {
   }
 }
 
+// Run and Submit answer 200 with the report, or 202 with a status ("queued" with its
+// position, or "grading") while the verdict takes longer; then the page polls runStatus or
+// submission until the status is "done" or "ungradable".
 export const api = {
   exercise: () => request("/api/exercise"),
   run: (code) => request("/api/run", { method: "POST", body: { code } }),
+  runStatus: (reportId) => request(`/api/runs/${encodeURIComponent(reportId)}`),
   submit: (code, student, key) =>
     request("/api/submit", { method: "POST", body: { code, student }, key }),
   submissions: (student, key) =>

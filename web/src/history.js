@@ -12,7 +12,10 @@ function when(isoDate) {
 }
 
 function entry(item, onOpen) {
-  const score = `${points(item.score)} / ${points(item.max_score)}`;
+  // queued and grading ones have no score yet; an ungradable one (the grader's fault) never has
+  const graded = item.status === undefined || item.status === "done";
+  const score = graded ? `${points(item.score)} / ${points(item.max_score)}` : "—";
+  const verdict = graded ? (item.passed ? "passed" : "failed") : item.status;
   return h(
     "li",
     {},
@@ -21,11 +24,7 @@ function entry(item, onOpen) {
       { type: "button", class: "history-item", onclick: () => onOpen(item, when(item.created_at)) },
       h("span", { class: "history-when" }, when(item.created_at)),
       h("span", { class: "history-score" }, score),
-      h(
-        "span",
-        { class: `badge ${item.passed ? "passed" : "failed"}` },
-        item.passed ? "passed" : "failed",
-      ),
+      h("span", { class: `badge ${graded ? verdict : "failed"}` }, verdict),
     ),
   );
 }

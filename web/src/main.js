@@ -46,11 +46,29 @@ function studentName() {
 
 async function request(kind) {
   const code = editor.getCode();
-  if (kind === "run") return api.run(code);
+  if (kind === "run") return settled(kind, await api.run(code));
   const name = studentName();
   const response = await api.submit(code, name, storage.keyFor(name));
   if (response.student_key) storage.saveKey(response.student, response.student_key);
-  return response;
+  return settled(kind, response);
+}
+
+const POLL_MS = 1000;
+const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Poll a grading the server answered with 202 until it has a verdict, saying where it is. */
+async function settled(kind, response) {
+  let current = response;
+  while (current.status === "queued" || current.status === "grading") {
+    els.status.textContent =
+      current.status === "queued" ? `Queued, position ${current.position ?? "?"}` : "Grading…";
+    await pause(POLL_MS);
+    current =
+      kind === "run"
+        ? await api.runStatus(current.report_id)
+        : await api.submission(current.submission_id, storage.keyFor(studentName()));
+  }
+  return current;
 }
 
 // The service's rule for names (grader/service/schemas.py), checked here to say it plainly.
@@ -83,8 +101,10 @@ async function grade(kind) {
     const response = await request(kind);
     done();
     showReport(els.results, response.report, "", response.plots);
-    const { score, max_score: max } = response.report;
-    els.status.textContent = `Graded: ${points(score)} / ${points(max)}`;
+    els.status.textContent =
+      response.status === "ungradable"
+        ? "Ungradable: the grader failed, not your code"
+        : `Graded: ${points(response.report.score)} / ${points(response.report.max_score)}`;
     if (kind === "submit") refreshHistory();
   } catch (error) {
     done();
@@ -99,8 +119,9 @@ async function openSubmission(item, label) {
   const done = showBusy(els.results, "Opening the submission…");
   try {
     const response = await api.submission(item.submission_id, storage.keyFor(studentName()));
+    const final = await settled("submit", response);
     done();
-    showReport(els.results, response.report, `Submission of ${label}`, response.plots);
+    showReport(els.results, final.report, `Submission of ${label}`, final.plots);
   } catch (error) {
     done();
     showError(els.results, error);

@@ -1,20 +1,41 @@
-"""GET /api/exercise: what the page shows before any grading (statement, starter, tiers)."""
+"""The exercises: GET /api/exercises (the catalog), GET /api/exercises/{id} (statement,
+starter, functions, tiers, plot names), and GET /api/exercise (the root exercise's, which
+the page reads today)."""
 
 from __future__ import annotations
 
 from functools import cache
 
-from fastapi import APIRouter
+from fastapi import APIRouter, HTTPException
 
-from grader.exercise import Exercise, default_exercise
+from grader.exercise import Exercise, catalog, default_exercise
 from grader.judge.registry import load_tiers
-from grader.service.schemas import ExerciseInfo, TierInfo
+from grader.service.plots import plot_names
+from grader.service.schemas import ExerciseInfo, ExerciseSummary, TierInfo
 
 router = APIRouter(prefix="/api", tags=["exercise"])
 
 
+@router.get("/exercises", response_model=list[ExerciseSummary])
+def exercises() -> list[ExerciseSummary]:
+    """Every exercise this service grades, the root one first."""
+    return [
+        ExerciseSummary(id=ex.id, title=ex.title, paper=ex.paper, section=ex.section)
+        for ex in catalog().values()
+    ]
+
+
+@router.get("/exercises/{exercise_id}", response_model=ExerciseInfo)
+def one_exercise(exercise_id: str) -> ExerciseInfo:
+    found = catalog().get(exercise_id)
+    if found is None:
+        raise HTTPException(404, f"There is no exercise {exercise_id!r}; see /api/exercises.")
+    return exercise_info(found)
+
+
 @router.get("/exercise", response_model=ExerciseInfo)
 def exercise() -> ExerciseInfo:
+    """The root exercise's (the page's first exercise)."""
     return exercise_info(default_exercise())
 
 
@@ -22,17 +43,21 @@ def exercise() -> ExerciseInfo:
 def exercise_info(ex: Exercise) -> ExerciseInfo:
     """Read once: the exercise files do not change while the service runs."""
     return ExerciseInfo(
+        id=ex.id,
         title=ex.title,
+        paper=ex.paper,
+        section=ex.section,
         statement=_read(ex.statement, "The statement has not been written yet."),
         starter=_read(ex.starter, ""),
         functions=list(ex.function_names),
         tiers=load_tier_infos(ex),
+        plots=list(plot_names(ex)),
     )
 
 
 def load_tier_infos(ex: Exercise) -> list[TierInfo]:
     """The tiers as the judge's registry (tests/tiers/tiers.toml) declares them. A broken
-    registry raises (the server checks it before it listens; see server.check_exercise)."""
+    registry raises (the server checks it before it listens; see server.check_exercises)."""
     return [
         TierInfo(
             id=t.id,

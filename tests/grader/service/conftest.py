@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 import warnings
@@ -15,14 +14,34 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
     from fastapi.testclient import TestClient
 
-from grader.exercise import Exercise, default_exercise
 from grader.service import create_app, load_settings
 from grader.service.plots import PlotRenderer
 
 sys.path.insert(0, str(Path(__file__).parent))
+from postgres_server import PostgresServer, find_bindir
 from service_fakes import FAKE_EXPERIMENT, FakeGrader
 
 TOKEN = "instructor-token-0123456789"
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """One real PostgreSQL server for the whole session (scripts/setup.sh --test installs it)."""
+    bindir = find_bindir()
+    if bindir is None:
+        pytest.fail("PostgreSQL is not installed: run `bash scripts/setup.sh --test` as root")
+    server = PostgresServer(bindir)
+    server.start()
+    yield server
+    server.destroy()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path):
+    """A fresh, empty database of each kind the store supports."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'grader.sqlite3'}"
+    return request.getfixturevalue("postgres").new_database()
 
 
 @pytest.fixture
@@ -37,12 +56,11 @@ def settings_for(tmp_path):
 
 
 @pytest.fixture
-def fake_experiment(tmp_path) -> Exercise:
-    """The root exercise, with a toy whose plots are tiny PNGs drawn at once."""
-    folder = tmp_path / "exercise"
-    folder.mkdir()
-    (folder / "experiment.py").write_text(FAKE_EXPERIMENT)
-    return dataclasses.replace(default_exercise(), root=folder)
+def fake_experiment(tmp_path) -> Path:
+    """A toy whose plots are tiny PNGs, drawn at once."""
+    path = tmp_path / "fake_experiment.py"
+    path.write_text(FAKE_EXPERIMENT)
+    return path
 
 
 @pytest.fixture
@@ -57,7 +75,9 @@ def make_client(settings_for, fake_experiment):
         client.__enter__()
         opened.append(client)
         service = client.app.state.service
-        service.plots = PlotRenderer(settings.plots_dir, fake_experiment, settings.plot_cache_sets)
+        service.plots = PlotRenderer(
+            settings.plots_dir, settings.plot_cache_sets, experiment_for=lambda _: fake_experiment
+        )
         if wait_ready:
             wait_until(lambda: service.ready)
         return client, grader

@@ -1,7 +1,8 @@
 """A stand-in for grader.judge.Grader: instant, deterministic, and able to block on demand.
 
 The verdict depends on the code only: code that still raises NotImplementedError fails
-every tier; code containing "syntax(" gets a submission error; anything else passes.
+every tier; code containing "syntax(" gets a submission error; code containing
+"grader-fault" gets a grader error (the grader's own failure); anything else passes.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ import struct
 import threading
 import zlib
 
-from grader.report import Artifacts, Plot, Report, SubmissionError, TierResult
+from grader.report import Artifacts, GraderError, Plot, Report, SubmissionError, TierResult
 
-PLOT_NAMES = ("curves", "grad_matrix", "token_vs_sequence")  # the root exercise's
+FAULT = GraderError(message="Grader error (not your code's fault): the judge process failed.")
 
 
 def tiny_png(width: int = 1) -> bytes:
@@ -29,6 +30,8 @@ def tiny_png(width: int = 1) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunks
 
 
+PLOT_NAMES = ("curves", "grad_matrix", "token_vs_sequence")  # the root exercise's
+
 FAKE_EXPERIMENT = (
     """
 import inspect
@@ -42,7 +45,7 @@ RENDERS = []
 def render_plots(result, out_dir):
     RENDERS.append(result)
     out = {}
-    for name in ("curves", "grad_matrix", "token_vs_sequence"):  # PLOT_NAMES
+    for name in ("curves", "grad_matrix", "token_vs_sequence"):
         path = Path(out_dir) / f"{name}.png"
         path.write_bytes(tiny_png(len(result["ratios"])))
         out[name] = path
@@ -59,6 +62,7 @@ class FakeGrader:
         self.start_gate = start_gate
         self.grade_gate: threading.Event | None = None  # set: gradings wait for it
         self.calls: list[tuple[str, str]] = []
+        self.names: list[str | None] = []
         self.closed = False
         self._lock = threading.Lock()
 
@@ -73,12 +77,24 @@ class FakeGrader:
     def close(self) -> None:
         self.closed = True
 
-    def grade(self, code: str, mode: str = "submit", **request) -> Report:
+    def grade(
+        self,
+        code: str,
+        mode: str = "submit",
+        filename: str = "submission.py",
+        tiers=None,
+        *,
+        exercise: str | None = None,
+        name: str | None = None,
+    ) -> Report:
         with self._lock:
             self.calls.append((code, mode))
+            self.names.append(name)
         if self.grade_gate is not None:
             self.grade_gate.wait(10)
-        return fake_report(code, mode)
+        if "grader-fault" in code:
+            return fake_report(code, mode).model_copy(update={"grader_error": FAULT})
+        return fake_report(code, mode).model_copy(update={"submission": name})
 
 
 def fake_report(code: str, mode: str) -> Report:

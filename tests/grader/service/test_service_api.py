@@ -10,6 +10,7 @@ from service_fakes import FakeGrader, fake_report
 
 from grader.exercise import default_exercise
 from grader.report import Report
+from grader.service.plots import experiment_module
 
 pytestmark = pytest.mark.service
 
@@ -41,7 +42,8 @@ def test_healthz_is_503_until_the_grader_is_warm(make_client):
     assert client.post("/api/run", json={"code": REFERENCE}).status_code == 503
     gate.set()
     wait_until(lambda: grader.ready)
-    assert client.get("/healthz").json() == {"status": "ok"}
+    body = client.get("/healthz").json()
+    assert body["status"] == "ok" and body["deployment"] == "embedded" and body["isolation"]
 
 
 def test_run_returns_the_graders_visible_verdict_and_stores_nothing(make_client):
@@ -204,9 +206,9 @@ def test_instructor_endpoints_need_the_right_token(make_client):
     csv = client.get("/api/instructor/gradebook.csv", headers=auth)
     assert csv.headers["content-type"].startswith("text/csv")
     lines = csv.text.strip().split("\n")
-    assert lines[0].startswith("student,submissions,best_score,max_score,latest_score")
-    assert lines[1].startswith("ada,2,20.0,20.0,20.0,True,")
-    assert lines[2].startswith("grace,1,0.0,20.0,0.0,False,")
+    assert lines[0].startswith("student,exercise,submissions,ungradable,best_score,max_score")
+    assert lines[1].startswith("ada,gspo,2,0,20.0,20.0,20.0,True,")
+    assert lines[2].startswith("grace,gspo,1,0,0.0,20.0,0.0,False,")
 
 
 def test_metrics_count_gradings_by_outcome(make_client):
@@ -261,13 +263,22 @@ def test_built_web_page_is_served_at_the_root(make_client, tmp_path):
     assert client.get("/docs").status_code == 200
 
 
-def test_a_grader_crash_is_a_500_that_blames_the_grader(make_client):
+def test_a_grader_that_raises_makes_the_job_ungradable_after_two_attempts(make_client):
     grader = FakeGrader()
-    grader.grade = lambda code, mode="submit", filename="x": 1 / 0
+
+    def broken(code, mode="submit", filename="x", tiers=None, **kwargs):
+        grader.calls.append((code, mode))
+        raise ZeroDivisionError("division by zero")
+
+    grader.grade = broken
     client, _ = make_client(grader)
     response = client.post("/api/run", json={"code": REFERENCE})
-    assert response.status_code == 500 and "not because of your code" in response.json()["detail"]
+    assert response.status_code == 200 and response.json()["status"] == "ungradable"
+    error = response.json()["report"]["grader_error"]
+    assert "not your code's fault" in error["message"] and "ZeroDivisionError" in error["detail"]
+    assert len(grader.calls) == 2
     assert 'outcome="grader_error"} 1' in client.get("/metrics").text
+    assert "gspo_grader_retries_total 1" in client.get("/metrics").text
 
 
 def test_shutdown_leaves_a_passed_in_grader_to_its_owner(make_client):
@@ -305,14 +316,14 @@ def test_a_grader_that_cannot_start_keeps_healthz_at_503(make_client):
     assert health.json()["status"] == "failed" and "no sandbox" in health.json()["detail"]
 
 
-def test_identical_toy_results_are_drawn_once(make_client):
+def test_identical_toy_results_are_drawn_once(make_client, fake_experiment):
     client, _ = make_client()
     first = client.post("/api/run", json={"code": REFERENCE}).json()
     second = client.post("/api/run", json={"code": REFERENCE + "\n# same toy results\n"}).json()
     assert first["report_id"] != second["report_id"]
     for body in (first, second):
         assert client.get(body["plots"]["curves"]).status_code == 200
-    renders = client.app.state.service.plots._module().RENDERS
+    renders = experiment_module(fake_experiment).RENDERS
     assert len(renders) == 1 and renders[0]["ratios"] == [1.0, 1.5, 0.5]
 
 
@@ -327,3 +338,128 @@ def test_the_plot_cache_keeps_a_bounded_number_of_sets_and_redraws_on_request(ma
         assert client.get(url).status_code == 200
     wait_until(lambda: len([p for p in plots_dir.iterdir() if not p.name.startswith(".")]) <= 2)
     assert client.get(urls[0]).status_code == 200  # evicted, then drawn again on request
+
+
+def test_exercises_are_listed_and_described_by_id(make_client):
+    client, _ = make_client()
+    listing = client.get("/api/exercises").json()
+    assert listing[0]["id"] == default_exercise().id
+    assert set(listing[0]) == {"id", "title", "paper", "section"}
+    one = client.get(f"/api/exercises/{listing[0]['id']}").json()
+    assert one == client.get("/api/exercise").json()
+    assert one["plots"] == [plot.name for plot in default_exercise().plots]
+    missing = client.get("/api/exercises/no-such")
+    assert missing.status_code == 404 and "no-such" in missing.json()["detail"]
+
+
+def test_an_unknown_exercise_is_422_and_grades_nothing(make_client):
+    client, grader = make_client()
+    for path, body in (("/api/run", {}), ("/api/submit", {"student": "ada"})):
+        response = client.post(path, json={"code": REFERENCE, "exercise": "nope", **body})
+        assert response.status_code == 422 and "nope" in response.json()["detail"]
+    assert grader.calls == [] and client.app.state.service.store.student_key_hash("ada") is None
+
+
+def test_submissions_carry_and_filter_by_exercise(make_client):
+    client, grader = make_client(instructor_token=TOKEN)
+    ada = submit(client).json()
+    assert ada["exercise"] == default_exercise().id and ada["status"] == "done"
+    assert grader.names == [ada["submission_id"]]  # the report names the submission
+    assert ada["report"]["submission"] == ada["submission_id"]
+    key = {"X-Student-Key": ada["student_key"]}
+    mine = client.get("/api/submissions", params={"student": "ada"}, headers=key).json()
+    assert mine["submissions"][0]["exercise"] == default_exercise().id
+    other = {"student": "ada", "exercise": "dpo"}
+    assert client.get("/api/submissions", params=other, headers=key).json()["submissions"] == []
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    listing = client.get("/api/instructor/submissions", params={"exercise": "dpo"}, headers=auth)
+    assert listing.json()["submissions"] == []
+    csv = client.get("/api/instructor/gradebook.csv", params={"exercise": "dpo"}, headers=auth)
+    assert csv.text.strip().count("\n") == 0  # the header only
+
+
+def test_a_verdict_slower_than_the_wait_is_202_then_polled(make_client):
+    grader = FakeGrader()
+    client, _ = make_client(grader, verdict_wait_seconds=0.2)
+    grader.grade_gate = threading.Event()
+    first = submit(client)
+    assert first.status_code == 202
+    body = first.json()
+    assert body["report"] is None and body["status"] in ("queued", "grading")
+    url = f"/api/submissions/{body['submission_id']}"
+    key = {"X-Student-Key": body["student_key"]}
+    assert client.get(url, headers=key).json()["status"] == "grading"
+    run = client.post("/api/run", json={"code": REFERENCE}).json()  # waits behind it
+    assert run["status"] in ("queued", "grading")
+    grader.grade_gate.set()
+    wait_until(lambda: client.get(url, headers=key).json()["status"] == "done")
+    done = client.get(url, headers=key).json()
+    assert done["report"]["passed"] is True and done["plots"]
+    wait_until(lambda: client.get(f"/api/runs/{run['report_id']}").json()["status"] == "done")
+    assert client.get("/api/runs/" + "0" * 32).status_code == 404
+
+
+def test_a_grader_fault_is_retried_then_ungradable_and_never_scores(make_client):
+    client, grader = make_client(instructor_token=TOKEN)
+    key = submit(client).json()["student_key"]
+    faulty = submit(client, code=REFERENCE + "\n# grader-fault\n", key=key)
+    assert faulty.status_code == 200
+    body = faulty.json()
+    assert body["status"] == "ungradable" and body["plots"] == {}
+    assert "not your code's fault" in body["report"]["grader_error"]["message"]
+    assert len(grader.calls) == 3  # the good one, then the faulty one twice
+    listing = client.get(
+        "/api/submissions", params={"student": "ada"}, headers={"X-Student-Key": key}
+    ).json()["submissions"]
+    assert listing[0]["status"] == "ungradable" and listing[0]["score"] is None
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    row = client.get("/api/instructor/gradebook.csv", headers=auth).text.strip().split("\n")[1]
+    assert row.startswith("ada,gspo,1,1,20.0,20.0,20.0,True,")  # latest is the graded one
+
+
+def test_a_refused_first_submit_claims_no_name(make_client):
+    grader = FakeGrader()
+    client, _ = make_client(grader, max_concurrent=1, max_queue=0)
+    grader.grade_gate = threading.Event()
+    holder = threading.Thread(target=lambda: submit(client, student="bob"))
+    holder.start()
+    wait_until(lambda: client.app.state.service.queue.in_flight == 1)
+    assert submit(client, student="ada").status_code == 503
+    assert client.app.state.service.store.student_key_hash("ada") is None
+    grader.grade_gate.set()
+    holder.join(10)
+    assert submit(client, student="ada").status_code == 200
+
+
+def test_jobs_left_unfinished_by_a_killed_service_are_graded_at_the_next_start(
+    make_client, settings_for
+):
+    from grader.service.store import Admission, Submission, open_store
+
+    store = open_store(settings_for().resolved_database_url, migrate=True)
+    store.create_student("ada", "hash", "t")
+    left = Submission("a" * 32, "b" * 32, "ada", REFERENCE, "2026-01-01T00:00:00+00:00", "gspo")
+    store.queue_submission(left, Admission(10, 1))
+    store.start_attempt("submission", left.submission_id)  # it was grading when killed
+    store.close()
+    client, grader = make_client(instructor_token=TOKEN)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    url = f"/api/submissions/{left.submission_id}"
+    wait_until(lambda: client.get(url, headers=auth).json()["status"] == "done")
+    assert client.get(url, headers=auth).json()["report"]["passed"] is True
+    assert grader.names == [left.submission_id]
+
+
+def test_db_upgrade_migrates_a_first_release_data_dir(tmp_path):
+    import subprocess
+    import sys
+
+    from test_service_migrations import first_release_database
+
+    (tmp_path / "data").mkdir()
+    first_release_database(tmp_path / "data" / "grader.sqlite3")
+    argv = [sys.executable, "-m", "grader", "db", "upgrade", "--data-dir", str(tmp_path / "data")]
+    first = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0 and "upgraded from 0001 to revision" in first.stdout
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "nothing to do" in again.stdout

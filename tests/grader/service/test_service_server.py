@@ -142,6 +142,10 @@ def test_submissions_survive_a_restart_and_a_kill_9(start_server):
         ({"GSPO_GRADER_MAX_CONCURRENT": "0"}, "GSPO_GRADER_MAX_CONCURRENT"),
         ({"GSPO_GRADER_EXERCISE_DIR": "BROKEN"}, "tiers.toml: not valid TOML"),
         ({"GSPO_GRADER_EXERCISE_DIR": "NO-MANIFEST"}, "exercise.toml: no such file"),
+        (
+            {"GSPO_GRADER_SANDBOX_LEVEL": "rlimits", "GSPO_GRADER_SANDBOX_REQUIRE": "bwrap"},
+            "sandbox isolation bwrap is required",
+        ),
     ],
 )
 def test_serve_refuses_to_start_on_a_bad_setting_or_a_broken_tier_registry(tmp_path, env, words):

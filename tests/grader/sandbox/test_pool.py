@@ -19,16 +19,19 @@ pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("time_guard")]
 IDLE = "import os\nprint(os.getpid(), flush=True)\nos.read(3, 1)\n"
 
 
-def idle_processes() -> list[int]:
-    """Host pids of processes running the idle script, of any pool (from /proc)."""
+def idle_processes(with_wrappers: bool = False) -> list[int]:
+    """Host pids of processes running the idle script, of any pool (from /proc); with
+    wrappers, the bwrap processes above them too (they name the script in their argv)."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                if cmdline.read().endswith(b"/idle.py\0"):
-                    found.append(int(pid))
+                argv = cmdline.read().split(b"\0")
         except OSError:
             continue
+        wrapper = argv[0].endswith(b"bwrap")
+        if (with_wrappers or not wrapper) and any(a.endswith(b"/idle.py") for a in argv):
+            found.append(int(pid))
     return found
 
 
@@ -69,7 +72,10 @@ def test_a_worker_that_died_in_the_pool_is_never_handed_out(make_pool, workers, 
     pool = make_pool(1)
     assert pool.wait_filled(30) and kit.wait_until(lambda: len(idle_processes()) == 1, 30)
     (doomed,) = idle_processes()
+    tree = idle_processes(with_wrappers=True)
     os.kill(doomed, signal.SIGKILL)  # dies while waiting in the pool, as if OOM-killed
+    # the bwrap processes above it end a moment later; once they have, the pool can tell
+    assert kit.wait_until(lambda: not set(tree) & set(idle_processes(with_wrappers=True)), 5)
     handed = pool.acquire()
     workers.append(handed)
     assert handed.alive() and kit.wait_until(lambda: pool.idle_count() == 1, 30)

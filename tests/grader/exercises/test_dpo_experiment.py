@@ -19,6 +19,7 @@ CHECKS = {
     "wrong_pairs_weigh_most",
     "pair_gradients_match",
     "loss_matches",
+    "token_loss_matches",
     "token_gradients_match",
     "padding_zero_grad",
 }
@@ -127,7 +128,9 @@ def test_padding_leak_becomes_none_and_fails_its_check(dpo_toy, wrong):
     json.dumps(result, allow_nan=False)  # still valid JSON
     assert not result["checks"]["padding_zero_grad"]
     assert not result["checks"]["token_gradients_match"]
+    assert not result["checks"]["token_loss_matches"]  # NaN from 0 * -inf in the padding
     assert result["checks"]["weight_is_sigmoid"]  # dpo_loss itself is right
+    assert result["checks"]["loss_matches"]  # so is the loss of the pairs given as sequences
     cells = [c for row in result["tables"]["token_grads"]["rows"] for c in row["cells"]]
     assert None in cells
 

@@ -147,7 +147,9 @@ def make_pairs(
     return replace(pairs.to(dtype), hidden=hidden)
 
 
-def pairs_with_margins(margins, *, beta: float = 0.1, name: str = "", dtype=F64) -> Pairs:
+def pairs_with_margins(
+    margins, *, beta: float = 0.1, name: str = "", dtype=F64, hidden: bool = False
+) -> Pairs:
     """Pairs whose margins m are exactly the given ones: each response's log-ratio carries
     half of m / beta, and every log-prob stays below -20 (a real log-probability is <= 0)."""
     m = torch.tensor(margins, dtype=F64)  # [B]
@@ -158,7 +160,7 @@ def pairs_with_margins(margins, *, beta: float = 0.1, name: str = "", dtype=F64)
     ref_chosen = base_chosen - half.clamp(min=0)  # [B]
     ref_rejected = base_rejected + half.clamp(max=0)  # [B]
     pairs = Pairs(ref_chosen + half, ref_rejected - half, ref_chosen, ref_rejected, beta, name)
-    return pairs.to(dtype)
+    return replace(pairs.to(dtype), hidden=hidden)
 
 
 def expected_loss(pairs: Pairs) -> Tensor:

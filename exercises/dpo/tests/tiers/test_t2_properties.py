@@ -3,7 +3,8 @@
 These tests check properties of DPO, mostly against a formula written out here or against
 the submission itself, so a failure names the property, not just a number: the reference
 model is frozen, each pair's gradient weight is sigmoid(-m), only log-ratios matter, the
-first step (policy = reference) is a log 2 loss, huge margins stay finite, and an empty batch
+first step (policy = reference) is a log 2 loss, huge margins stay finite, every order of
+magnitude of the margin gives the formula's loss and gradient (hidden), and an empty batch
 still gives a loss one can backpropagate.
 """
 
@@ -38,6 +39,8 @@ pytestmark = pytest.mark.tier("T2")
 # model moves the loss by far more.
 SELF_TOLERANCE = (1e-5, 1e-7)
 HUGE_MARGINS = (-1e4, -1e3, -150.0, -30.0, 0.5, 30.0, 150.0, 1e3, 1e4)
+SWEEP_MARGINS = (0.0, *(sign * 10.0**k for k in range(-3, 5) for sign in (1, -1)))  # 17
+SWEEP_BETAS = (0.01, 0.1, 1.0, 10.0)
 STABLE_ADVICE = (
     "compute -log sigmoid(m) in a form that cannot overflow: F.logsigmoid(m), "
     "F.softplus(-m), or torch.logaddexp(0, -m); log(sigmoid(m)) is log(0) = -inf once "
@@ -182,6 +185,30 @@ def test_large_margins_gradient(student):
                 f"the branch it did not select when that branch overflows; {pairs.describe()}"
             )
         expect_close(got, want, f"d loss / d {name}", rtol, atol, pairs.describe, STABLE_ADVICE)
+
+
+@pytest.mark.hidden
+def test_margin_sweep_matches_formula(student):
+    """Margins 0 and +-1e-3 .. +-1e4 (every power of ten), betas 0.01 to 10, float64 and
+    float32: the loss is the mean of log(1 + e^-m) and each pair's gradient -+beta *
+    sigmoid(-m) / B.
+
+    Every order of magnitude of the margin, on both sides, in one batch per beta and dtype."""
+    for dtype in (F64, torch.float32):
+        for beta in SWEEP_BETAS:
+            name = f"margin sweep -1e4..1e4, beta {beta:g}, {dtype}"
+            pairs = pairs_with_margins(
+                SWEEP_MARGINS, beta=beta, name=name, dtype=dtype, hidden=True
+            )
+            loss, chosen, rejected = call_dpo_loss(student, pairs)
+            want_chosen, want_rejected = expected_grads(pairs)
+            rtol, atol = tolerance(dtype)
+            for what, got, want in (
+                ("dpo_loss", loss, expected_loss(pairs)),
+                ("d loss / d policy_chosen_logp", chosen, want_chosen),
+                ("d loss / d policy_rejected_logp", rejected, want_rejected),
+            ):
+                expect_close(got, want, what, rtol, atol, pairs.describe, hidden=True)
 
 
 def test_empty_batch_gives_differentiable_zero(student):

@@ -116,7 +116,7 @@ def test_token_gradients_through_sequence_logp(toy, experiment):
 
     The three pairs are built from token log-probs and run through both functions."""
     toy = ran(toy)
-    if toy["checks"]["token_gradients_match"] and toy["checks"]["loss_matches"]:
+    if toy["checks"]["token_gradients_match"] and toy["checks"]["token_loss_matches"]:
         return
     tokens, want = toy["tokens"], toy["expected"]
     for side in ("chosen", "rejected"):

@@ -1,5 +1,6 @@
 """Correct: torch.where on the mask for the sum, F.logsigmoid for the loss, and the mean written
-as sum / max(B, 1) so that an empty batch gives a differentiable zero."""
+as sum / max(B, 1) so that an empty batch gives a differentiable zero. Most wrong files of the
+corpus are this file with one edit."""
 
 import torch
 import torch.nn.functional as F
@@ -8,7 +9,7 @@ from torch import Tensor
 
 def sequence_logp(token_logp: Tensor, mask: Tensor) -> Tensor:
     valid = mask != 0  # [B, L]
-    return torch.where(valid, token_logp, torch.zeros_like(token_logp)).sum(dim=-1)  # [B]
+    return torch.where(valid, token_logp, 0.0).sum(-1)  # [B]
 
 
 def dpo_loss(
@@ -19,8 +20,9 @@ def dpo_loss(
     beta: float = 0.1,
 ) -> Tensor:
     if beta <= 0:
-        raise ValueError(f"beta must be a positive number; got {beta}")
+        raise ValueError(f"beta must be positive; got {beta}")
     chosen = policy_chosen_logp - ref_chosen_logp.detach()  # [B]
     rejected = policy_rejected_logp - ref_rejected_logp.detach()  # [B]
     margin = beta * (chosen - rejected)  # [B]
-    return -F.logsigmoid(margin).sum() / max(margin.numel(), 1)
+    losses = -F.logsigmoid(margin)  # [B]
+    return losses.sum() / max(losses.shape[0], 1)

@@ -1,6 +1,6 @@
 """Puts beta outside the log-sigmoid: -beta * log sigmoid(d) instead of -log sigmoid(beta * d).
 
-Caught by: test_t1_reference.py::test_worked_example, test_t1_reference.py::test_dpo_loss_matches_reference
+Caught by: test_t1_reference.py::test_worked_example, test_t1_reference.py::test_dpo_loss_matches_reference, test_t1_reference.py::test_low_precision_matches_reference, test_t1_reference.py::test_chained_from_token_logps, test_t1_reference.py::test_dpo_loss_matches_reference_hidden, test_t2_properties.py::test_gradient_weight_is_sigmoid_of_minus_margin, test_t2_properties.py::test_policy_equal_to_reference_gives_log_2, test_t2_properties.py::test_margin_sweep_matches_formula, test_t3_toy.py::test_weight_is_sigmoid_of_minus_margin, test_t3_toy.py::test_three_pairs, test_t3_toy.py::test_token_gradients_through_sequence_logp
 """
 
 import torch

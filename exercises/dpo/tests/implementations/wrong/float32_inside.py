@@ -2,7 +2,7 @@
 only float32 accuracy (with log-probs near -3000, as long responses have, the loss is off
 by a few parts in a million).
 
-Caught by: test_t1_reference.py::test_dpo_loss_matches_reference
+Caught by: test_t1_reference.py::test_dpo_loss_matches_reference, test_t1_reference.py::test_chained_from_token_logps, test_t1_reference.py::test_dpo_loss_matches_reference_hidden, test_t2_properties.py::test_margin_sweep_matches_formula
 """
 
 import torch
@@ -11,8 +11,9 @@ from torch import Tensor
 
 
 def sequence_logp(token_logp: Tensor, mask: Tensor) -> Tensor:
-    valid = mask != 0  # [B, L]
-    return torch.where(valid, token_logp, 0.0).sum(-1)  # [B]
+    wide = token_logp.to(torch.float64)
+    kept = torch.where(mask != 0, wide, torch.zeros_like(wide))  # [B, L]
+    return kept.sum(-1).to(token_logp.dtype)  # [B]
 
 
 def dpo_loss(
@@ -24,8 +25,7 @@ def dpo_loss(
 ) -> Tensor:
     if beta <= 0:
         raise ValueError(f"beta must be positive; got {beta}")
-    chosen = policy_chosen_logp.float() - ref_chosen_logp.detach().float()  # [B]
-    rejected = policy_rejected_logp.float() - ref_rejected_logp.detach().float()  # [B]
-    margin = beta * (chosen - rejected)  # [B]
-    losses = -F.logsigmoid(margin)  # [B]
-    return (losses.sum() / max(losses.shape[0], 1)).to(policy_chosen_logp.dtype)
+    pc, pr = policy_chosen_logp.float(), policy_rejected_logp.float()
+    rc, rr = ref_chosen_logp.detach().float(), ref_rejected_logp.detach().float()
+    losses = -F.logsigmoid(beta * ((pc - rc) - (pr - rr)))  # [B]
+    return (losses.sum() / max(len(losses), 1)).to(policy_chosen_logp.dtype)

@@ -1,6 +1,7 @@
-"""Zeroes the padding in place with masked_fill_, changing the caller's token_logp.
+"""Zeroes the padding in place with masked_fill_, changing the caller's token_logp (and,
+when token_logp requires grad, making torch refuse the in-place change to a leaf).
 
-Caught by: test_t0_contract.py::test_inputs_not_modified
+Caught by: test_t0_contract.py::test_inputs_not_modified, test_t0_contract.py::test_gradient_reaches_the_policy, test_t1_reference.py::test_sequence_logp_matches_reference, test_t1_reference.py::test_low_precision_matches_reference, test_t1_reference.py::test_chained_from_token_logps, test_t1_reference.py::test_sequence_logp_matches_reference_hidden, test_t1_reference.py::test_long_responses_match_reference, test_t2_padding.py::test_padding_never_matters, test_t2_padding.py::test_empty_response_gives_zero, test_t2_padding.py::test_padding_mixture_never_matters, test_t3_toy.py::test_weight_is_sigmoid_of_minus_margin, test_t3_toy.py::test_pairs_ranked_wrong_weigh_most, test_t3_toy.py::test_three_pairs, test_t3_toy.py::test_token_gradients_through_sequence_logp, test_t3_toy.py::test_padding_gets_zero_gradient
 """
 
 import torch.nn.functional as F
@@ -19,10 +20,10 @@ def dpo_loss(
     ref_rejected_logp: Tensor,
     beta: float = 0.1,
 ) -> Tensor:
-    if beta <= 0:
-        raise ValueError(f"beta must be positive; got {beta}")
-    chosen = policy_chosen_logp - ref_chosen_logp.detach()  # [B]
-    rejected = policy_rejected_logp - ref_rejected_logp.detach()  # [B]
-    margin = beta * (chosen - rejected)  # [B]
-    losses = -F.logsigmoid(margin)  # [B]
-    return losses.sum() / max(losses.shape[0], 1)
+    if not beta > 0:
+        raise ValueError(f"beta must be > 0, got {beta!r}")
+    if policy_chosen_logp.shape[0] == 0:
+        return (policy_chosen_logp.sum() + policy_rejected_logp.sum()) * 0.0
+    log_ratio_chosen = policy_chosen_logp - ref_chosen_logp.detach()
+    log_ratio_rejected = policy_rejected_logp - ref_rejected_logp.detach()
+    return F.softplus(-beta * (log_ratio_chosen - log_ratio_rejected)).mean()

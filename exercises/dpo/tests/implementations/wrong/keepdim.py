@@ -1,6 +1,6 @@
 """Keeps the summed dimension: sequence_logp returns shape [B, 1] instead of [B].
 
-Caught by: test_t0_contract.py::test_sequence_logp_returns_one_value_per_response
+Caught by: test_t0_contract.py::test_signatures, test_t0_contract.py::test_sequence_logp_returns_one_value_per_response, test_t0_contract.py::test_dtype_kept, test_t0_contract.py::test_mask_types, test_t0_contract.py::test_gradient_reaches_the_policy, test_t1_reference.py::test_sequence_logp_matches_reference, test_t1_reference.py::test_low_precision_matches_reference, test_t1_reference.py::test_chained_from_token_logps, test_t1_reference.py::test_sequence_logp_matches_reference_hidden, test_t1_reference.py::test_long_responses_match_reference, test_t2_padding.py::test_padding_never_matters, test_t2_padding.py::test_empty_response_gives_zero, test_t2_padding.py::test_padding_mixture_never_matters, test_t3_toy.py::test_weight_is_sigmoid_of_minus_margin, test_t3_toy.py::test_pairs_ranked_wrong_weigh_most, test_t3_toy.py::test_three_pairs, test_t3_toy.py::test_token_gradients_through_sequence_logp, test_t3_toy.py::test_padding_gets_zero_gradient
 """
 
 import torch

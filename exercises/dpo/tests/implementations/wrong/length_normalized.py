@@ -1,7 +1,7 @@
 """Averages the valid token log-probs instead of summing them (a length-normalized
 log-probability), which changes every margin.
 
-Caught by: test_t1_reference.py::test_sequence_logp_matches_reference, test_t1_reference.py::test_chained_from_token_logps, test_t3_toy.py::test_token_gradients_through_sequence_logp
+Caught by: test_t1_reference.py::test_sequence_logp_matches_reference, test_t1_reference.py::test_low_precision_matches_reference, test_t1_reference.py::test_chained_from_token_logps, test_t1_reference.py::test_sequence_logp_matches_reference_hidden, test_t1_reference.py::test_long_responses_match_reference, test_t3_toy.py::test_token_gradients_through_sequence_logp
 """
 
 import torch

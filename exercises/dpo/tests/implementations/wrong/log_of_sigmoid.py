@@ -1,7 +1,7 @@
 """Computes log(sigmoid(m)), which is log(0) = -inf once m < -104 in float32 (and its gradient
 NaN).
 
-Caught by: test_t2_properties.py::test_large_margins_value, test_t2_properties.py::test_large_margins_gradient
+Caught by: test_t2_properties.py::test_large_margins_value, test_t2_properties.py::test_large_margins_gradient, test_t2_properties.py::test_margin_sweep_matches_formula
 """
 
 import torch
@@ -9,8 +9,8 @@ from torch import Tensor
 
 
 def sequence_logp(token_logp: Tensor, mask: Tensor) -> Tensor:
-    valid = mask != 0  # [B, L]
-    return torch.where(valid, token_logp, 0.0).sum(-1)  # [B]
+    clean = torch.nan_to_num(token_logp, nan=0.0, posinf=0.0, neginf=0.0)  # [B, L]
+    return (clean * (mask != 0).to(token_logp.dtype)).sum(-1)  # [B]
 
 
 def dpo_loss(
@@ -22,8 +22,9 @@ def dpo_loss(
 ) -> Tensor:
     if beta <= 0:
         raise ValueError(f"beta must be positive; got {beta}")
-    chosen = policy_chosen_logp - ref_chosen_logp.detach()  # [B]
-    rejected = policy_rejected_logp - ref_rejected_logp.detach()  # [B]
-    margin = beta * (chosen - rejected)  # [B]
+    with torch.no_grad():
+        ref_logratios = ref_chosen_logp - ref_rejected_logp  # [B]
+    pi_logratios = policy_chosen_logp - policy_rejected_logp  # [B]
+    margin = beta * (pi_logratios - ref_logratios)  # [B]
     losses = -torch.log(torch.sigmoid(margin))  # [B]
-    return losses.sum() / max(losses.shape[0], 1)
+    return losses.sum() / max(margin.shape[0], 1)

@@ -1,15 +1,15 @@
-"""Masks the padding by multiplying with the mask: 0 * -inf and 0 * NaN are NaN, so extreme
-padding leaks into the value and the gradient.
+"""Masks the padding by multiplying with the mask, without cleaning the padding first:
+0 * -inf and 0 * NaN are NaN, so extreme padding leaks into the value and the gradient.
 
-Caught by: test_t2_padding.py::test_padding_never_matters, test_t2_padding.py::test_empty_response_gives_zero, test_t3_toy.py::test_padding_gets_zero_gradient
+Caught by: test_t2_padding.py::test_padding_never_matters, test_t2_padding.py::test_empty_response_gives_zero, test_t2_padding.py::test_padding_mixture_never_matters, test_t3_toy.py::test_token_gradients_through_sequence_logp, test_t3_toy.py::test_padding_gets_zero_gradient
 """
 
-import torch.nn.functional as F
+import torch
 from torch import Tensor
 
 
 def sequence_logp(token_logp: Tensor, mask: Tensor) -> Tensor:
-    return (token_logp * mask.to(token_logp.dtype)).sum(-1)  # [B]
+    return (token_logp * (mask != 0).to(token_logp.dtype)).sum(-1)  # [B]
 
 
 def dpo_loss(
@@ -21,8 +21,9 @@ def dpo_loss(
 ) -> Tensor:
     if beta <= 0:
         raise ValueError(f"beta must be positive; got {beta}")
-    chosen = policy_chosen_logp - ref_chosen_logp.detach()  # [B]
-    rejected = policy_rejected_logp - ref_rejected_logp.detach()  # [B]
-    margin = beta * (chosen - rejected)  # [B]
-    losses = -F.logsigmoid(margin)  # [B]
-    return losses.sum() / max(losses.shape[0], 1)
+    with torch.no_grad():
+        ref_logratios = ref_chosen_logp - ref_rejected_logp  # [B]
+    pi_logratios = policy_chosen_logp - policy_rejected_logp  # [B]
+    margin = beta * (pi_logratios - ref_logratios)  # [B]
+    losses = torch.logaddexp(torch.zeros_like(margin), -margin)  # [B]
+    return losses.sum() / max(margin.shape[0], 1)

@@ -1,7 +1,7 @@
 """Averages the margins before the log-sigmoid: -log sigmoid(mean(m)) instead of the mean of
 -log sigmoid(m).
 
-Caught by: test_t1_reference.py::test_dpo_loss_matches_reference
+Caught by: test_t1_reference.py::test_dpo_loss_matches_reference, test_t1_reference.py::test_low_precision_matches_reference, test_t1_reference.py::test_chained_from_token_logps, test_t1_reference.py::test_dpo_loss_matches_reference_hidden, test_t2_properties.py::test_gradient_weight_is_sigmoid_of_minus_margin, test_t2_properties.py::test_large_margins_value, test_t2_properties.py::test_large_margins_gradient, test_t2_properties.py::test_margin_sweep_matches_formula, test_t2_properties.py::test_empty_batch_gives_differentiable_zero, test_t3_toy.py::test_weight_is_sigmoid_of_minus_margin, test_t3_toy.py::test_pairs_ranked_wrong_weigh_most, test_t3_toy.py::test_three_pairs, test_t3_toy.py::test_token_gradients_through_sequence_logp
 """
 
 import torch

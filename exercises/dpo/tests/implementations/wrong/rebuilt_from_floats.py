@@ -1,7 +1,7 @@
 """Builds the result from Python floats (one .item() per response), which cuts the
 gradient path to token_logp.
 
-Caught by: test_t0_contract.py::test_gradient_reaches_the_policy
+Caught by: test_t0_contract.py::test_gradient_reaches_the_policy, test_t1_reference.py::test_sequence_logp_matches_reference, test_t1_reference.py::test_low_precision_matches_reference, test_t1_reference.py::test_chained_from_token_logps, test_t1_reference.py::test_sequence_logp_matches_reference_hidden, test_t1_reference.py::test_long_responses_match_reference, test_t2_padding.py::test_padding_never_matters, test_t2_padding.py::test_empty_response_gives_zero, test_t2_padding.py::test_padding_mixture_never_matters, test_t3_toy.py::test_token_gradients_through_sequence_logp, test_t3_toy.py::test_padding_gets_zero_gradient
 """
 
 import torch

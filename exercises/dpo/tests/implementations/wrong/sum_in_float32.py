@@ -1,7 +1,7 @@
 """Sums in float32 whatever the input dtype, so float64, float16 and bfloat16 log-probs come
 back as float32.
 
-Caught by: test_t0_contract.py::test_dtype_kept
+Caught by: test_t0_contract.py::test_dtype_kept, test_t1_reference.py::test_chained_from_token_logps, test_t1_reference.py::test_sequence_logp_matches_reference_hidden
 """
 
 import torch

@@ -2,7 +2,7 @@
 the raw m: the value is right, yet the branch not taken overflows and sends NaN into the
 gradient.
 
-Caught by: test_t2_properties.py::test_large_margins_gradient
+Caught by: test_t2_properties.py::test_large_margins_gradient, test_t2_properties.py::test_margin_sweep_matches_formula
 """
 
 import torch
@@ -10,8 +10,17 @@ from torch import Tensor
 
 
 def sequence_logp(token_logp: Tensor, mask: Tensor) -> Tensor:
-    valid = mask != 0  # [B, L]
-    return torch.where(valid, token_logp, 0.0).sum(-1)  # [B]
+    keep = mask.bool()  # [B, L]
+    return torch.where(keep, token_logp, 0.0).sum(-1)  # [B]
+
+
+def neg_log_sigmoid(m: Tensor) -> Tensor:
+    """-log sigmoid(m) = log(1 + e^-m) for m >= 0, and -m + log(1 + e^m) for m < 0."""
+    return torch.where(
+        m >= 0,
+        torch.log1p(torch.exp(-m)),
+        -m + torch.log1p(torch.exp(m)),
+    )
 
 
 def dpo_loss(
@@ -22,11 +31,8 @@ def dpo_loss(
     beta: float = 0.1,
 ) -> Tensor:
     if beta <= 0:
-        raise ValueError(f"beta must be positive; got {beta}")
-    chosen = policy_chosen_logp - ref_chosen_logp.detach()  # [B]
-    rejected = policy_rejected_logp - ref_rejected_logp.detach()  # [B]
-    margin = beta * (chosen - rejected)  # [B]
-    positive = torch.log1p(torch.exp(-margin))  # right for m >= 0
-    negative = -margin + torch.log1p(torch.exp(margin))  # right for m < 0
-    losses = torch.where(margin >= 0, positive, negative)  # [B]
-    return losses.sum() / max(losses.shape[0], 1)
+        raise ValueError(f"beta must be positive (got {beta})")
+    ref_margin = (ref_chosen_logp - ref_rejected_logp).detach()  # [B]
+    margin = beta * ((policy_chosen_logp - policy_rejected_logp) - ref_margin)  # [B]
+    count = max(margin.shape[0], 1)
+    return neg_log_sigmoid(margin).sum() / count

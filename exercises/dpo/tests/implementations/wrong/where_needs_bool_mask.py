@@ -1,6 +1,6 @@
 """Uses the mask itself as torch.where's condition, which only works for a bool mask.
 
-Caught by: test_t0_contract.py::test_mask_types
+Caught by: test_t0_contract.py::test_mask_types, test_t3_toy.py::test_weight_is_sigmoid_of_minus_margin, test_t3_toy.py::test_pairs_ranked_wrong_weigh_most, test_t3_toy.py::test_three_pairs, test_t3_toy.py::test_token_gradients_through_sequence_logp, test_t3_toy.py::test_padding_gets_zero_gradient
 """
 
 import torch

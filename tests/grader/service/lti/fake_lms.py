@@ -65,7 +65,8 @@ class FakeLms:
         self.exercise: str | None = None  # the link's target names this exercise
         self.problems: list[str] = []  # what the tool got wrong, as this LMS saw it
         self.nonces: list[str] = []
-        self.token_requests: list[dict] = []
+        self.token_requests: list[dict] = []  # those answered (not while down)
+        self.token_attempts = 0
         self.jtis: set[str] = set()
         self.tokens: set[str] = set()
         self.scores: list[dict] = []  # {"path", "query", "body", "content_type"}
@@ -203,6 +204,7 @@ class FakeLms:
 
         @app.post("/token")
         async def token(request: Request) -> Response:
+            self.token_attempts += 1
             if self.down:
                 return JSONResponse({"error": "temporarily_unavailable"}, 503)
             form = parse_form(await request.body())

@@ -56,20 +56,23 @@ def start_tool(lms, tmp_path, fake_experiment):
     """Start the tool (once per test) with these settings overrides; the LMS registered."""
     started: list[ServerThread] = []
 
-    def start(**overrides) -> Tool:
+    def start(grader=None, **overrides) -> Tool:
         server = ServerThread("127.0.0.1")
         data_dir = tmp_path / "data"
         register(lms, data_dir)
         base = {"data_dir": data_dir, "web_dir": tmp_path / "no-web"}
         base |= {"public_url": server.base, "lti_retry_seconds": 0.2}
         settings = load_settings(**{**base, **overrides})
-        grader = FakeGrader()
+        grader = grader or FakeGrader()
         app = create_app(settings, grader)
         server.start(app)
         started.append(server)
-        app.state.service.plots = PlotRenderer(
-            settings.plots_dir, settings.plot_cache_sets, experiment_for=lambda _: fake_experiment
-        )
+        if isinstance(grader, FakeGrader):  # no torch: the fake toy draws the plots
+            app.state.service.plots = PlotRenderer(
+                settings.plots_dir,
+                settings.plot_cache_sets,
+                experiment_for=lambda _: fake_experiment,
+            )
         lms.tool_base = server.base
         return Tool(server, app, grader, data_dir)
 

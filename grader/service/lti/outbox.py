@@ -151,8 +151,8 @@ class Outbox:
         values = {"state": state, "done_at": stamp(), "claimed_until": None, **fields}
         self._update(submission_id, values)
 
-    def retry_at(self, submission_id: str, attempts: int, delay_s: float, **fields) -> None:
-        values = {"attempts": attempts, "next_attempt_at": later(delay_s), "claimed_until": None}
+    def retry_at(self, submission_id: str, delay_s: float, **fields) -> None:
+        values = {"next_attempt_at": later(delay_s), "claimed_until": None}
         self._update(submission_id, {**values, **fields})
 
     def retry_failed(self, course_id: int) -> int:

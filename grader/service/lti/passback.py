@@ -131,23 +131,22 @@ class Passback:
         await asyncio.to_thread(self._after, pending, outcome, score)
 
     def _after(self, pending: Pending, outcome: Outcome, score: Score | None) -> None:
-        answer = {"last_status": outcome.status, "last_error": outcome.message or None}
+        attempts = pending.attempts + 1
+        answer = {"attempts": attempts, "last_status": outcome.status}
+        answer["last_error"] = outcome.message or None
         if outcome.kind == "sent":
             posted = {"score_given": score.given, "score_maximum": score.maximum}
             self.outbox.settle(pending.submission_id, "sent", **answer, **posted)
         elif outcome.kind == "refused":
             log.warning(
-                "the LMS refused a score for %s: %s", pending.submission_id, outcome.message
+                "the LMS refused the score of %s: %s", pending.submission_id, outcome.message
             )
             self.outbox.settle(pending.submission_id, "refused", **answer)
-        elif pending.attempts + 1 >= MAX_ATTEMPTS:
+        elif attempts >= MAX_ATTEMPTS:
             log.warning(
-                "gave up posting a score for %s: %s", pending.submission_id, outcome.message
+                "gave up posting the score of %s: %s", pending.submission_id, outcome.message
             )
-            self.outbox.settle(
-                pending.submission_id, "gave_up", attempts=pending.attempts + 1, **answer
-            )
-        else:
-            delay = delay_for(pending.attempts + 1, self.first_retry_s)
-            delay = max(delay, outcome.retry_after_s or 0.0)
-            self.outbox.retry_at(pending.submission_id, pending.attempts + 1, delay, **answer)
+            self.outbox.settle(pending.submission_id, "gave_up", **answer)
+        else:  # the LMS's Retry-After is honoured, up to an hour
+            delay = max(delay_for(attempts, self.first_retry_s), outcome.retry_after_s or 0.0)
+            self.outbox.retry_at(pending.submission_id, min(delay, MAX_DELAY_S), **answer)

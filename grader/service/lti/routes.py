@@ -20,7 +20,7 @@ from grader.service.lti.launch import Launch, exercise_of, validate_launch
 from grader.service.lti.login import cookie_name, login_again_url, start_login
 from grader.service.lti.outbox import Outbox
 from grader.service.lti.pages import fallback_page, instructor_page, refusal_page
-from grader.service.lti.refusal import RELAUNCH, Refused
+from grader.service.lti.refusal import ASK_ADMIN, RELAUNCH, Refused
 from grader.service.lti.service import Lti, LtiService
 from grader.service.lti.session import Session, issue, verify
 from grader.service.lti.store import Entry
@@ -83,6 +83,8 @@ async def accept_launch(request: Request, lti: Lti) -> Response:
     if login is None:
         raise Refused(400, "This launch has expired or was used already", RELAUNCH)
     platform = await asyncio.to_thread(lti.store.platform, login.platform_id)
+    if platform is None:  # removed from the database since the login began
+        raise Refused(403, "This LMS is not registered", ASK_ADMIN)
     accepted = await validate_launch(form["id_token"], login, platform, lti.platform_keys)
     return await open_launch(accepted, lti)
 

@@ -11,8 +11,8 @@ as a real HTTP server on its own loopback address (127.0.0.2: another site than 
 
 Faults are set on the instance before a launch: `claims` (replaced or added claims), `drop`
 (claims removed), `signing` ("foreign": a key not in /jwks under a published kid;
-"unknown_kid": a key nobody published), `scores_status` (e.g. 422), `down` (503 everywhere
-but /jwks and /authorize).
+"unknown_kid": a key nobody published), `scores_status` (e.g. 422), `down` (503 from the
+token and score endpoints), `jwks_down` (503 from /jwks).
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ class FakeLms:
         self.signing: str | None = None
         self.scores_status: int | None = None
         self.down = False
+        self.jwks_down = False
         self.exercise: str | None = None  # the link's target names this exercise
         self.problems: list[str] = []  # what the tool got wrong, as this LMS saw it
         self.nonces: list[str] = []
@@ -186,8 +187,10 @@ class FakeLms:
         app = FastAPI()
 
         @app.get("/jwks")
-        def jwks() -> dict:
-            return {"keys": [k.as_dict(private=False) for k in self.keys]}
+        def jwks() -> Response:
+            if self.jwks_down:
+                return JSONResponse({"error": "maintenance"}, 503)
+            return JSONResponse({"keys": [k.as_dict(private=False) for k in self.keys]})
 
         @app.get("/authorize")
         def authorize(request: Request) -> Response:

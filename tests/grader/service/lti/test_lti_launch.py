@@ -100,6 +100,7 @@ FAULTS = {
     ),
     "missing sub": ({"drop": {"sub"}}, 400, "sub"),
     "missing AGS claim": ({"drop": {AGS}}, 400, "line item"),
+    "the LMS's key set unreachable": ({"jwks_down": True}, 502, "could not be read"),
 }
 
 

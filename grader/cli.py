@@ -8,6 +8,7 @@
     gspo-grader serve [--host 127.0.0.1] [--port 8000] [--data-dir DIR]
     gspo-grader worker [--concurrency N] [--metrics-port PORT]   (GSPO_GRADER_DATABASE_URL)
     gspo-grader db upgrade [--data-dir DIR]
+    gspo-grader lti add-platform | platforms | rotate-key   (LTI 1.3; see docs/lti.md)
 
 Exit status: 0 every graded submission passed (or every check held); 1 one failed (a syntax
 error and a timeout count as failures); 2 the command itself was wrong (a missing path, an
@@ -65,6 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     db = commands.add_parser("db", help="the service's database")
     db.add_argument("action", choices=("upgrade",), help="create or migrate the schema")
     db.add_argument("--data-dir", default=None)
+    lti = commands.add_parser("lti", help="LTI 1.3: register LMSs, rotate this tool's key")
+    lti.add_argument("lti_args", nargs=argparse.REMAINDER, metavar="ACTION ...")
     return parser
 
 
@@ -80,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         "serve": cmd_serve,
         "worker": cmd_worker,
         "db": cmd_db,
+        "lti": cmd_lti,
     }
     try:
         return handlers[args.command](args)
@@ -294,6 +298,12 @@ def cmd_db(args: argparse.Namespace) -> int:
         settings = load_settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
         print(f"{PROG}: {upgrade_url(settings.resolved_database_url)}")
     return 0
+
+
+def cmd_lti(args: argparse.Namespace) -> int:
+    from grader.service.lti.cli import main as lti_main
+
+    return lti_main(args.lti_args)
 
 
 @contextlib.contextmanager

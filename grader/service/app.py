@@ -21,6 +21,9 @@ from sqlalchemy.exc import DBAPIError
 from grader import __version__
 from grader.service.body_limit import BodyLimit
 from grader.service.database import DatabaseError
+from grader.service.lti import api as lti_api
+from grader.service.lti import routes as lti_routes
+from grader.service.lti.service import LtiService
 from grader.service.routers import (
     exercise,
     grading,
@@ -54,10 +57,13 @@ def create_app(settings: Settings | None = None, grader=None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         app.state.service = ServiceState(settings, grader)
+        app.state.lti = LtiService(settings, app.state.service.store.engine)
         try:
             await app.state.service.start()
+            await app.state.lti.start()
             yield
         finally:
+            await app.state.lti.close()
             await app.state.service.close()
 
     app = FastAPI(
@@ -72,7 +78,8 @@ def create_app(settings: Settings | None = None, grader=None) -> FastAPI:
     for error in DATABASE_ERRORS:
         app.add_exception_handler(error, database_unavailable)
     app.add_exception_handler(Exception, internal_error)
-    for module in (exercise, grading, runs, submissions, reports, instructor, health):
+    routers = (exercise, grading, runs, submissions, reports, instructor, health)
+    for module in (*routers, lti_routes, lti_api):
         app.include_router(module.router)
     mount_web(app, settings)
     return app

@@ -47,6 +47,10 @@ class Settings(BaseSettings):
     plot_cache_sets: int = Field(1000, ge=1, le=1_000_000)  # sets of PNGs kept on disk
     retry_after_seconds: int = Field(5, ge=1, le=3600)
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    # LTI 1.3 (grader/service/lti): the address LMSs and browsers reach this service at,
+    # e.g. https://grader.example.edu; None: taken from each request's own URL
+    public_url: str | None = None
+    lti_retry_seconds: float = Field(30.0, gt=0, le=3600)  # first grade passback retry; doubles
 
     @field_validator("instructor_token")
     @classmethod
@@ -55,6 +59,13 @@ class Settings(BaseSettings):
         if value is not None and len(value.get_secret_value()) < 16:
             raise ValueError("the instructor token must be at least 16 characters")
         return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _absolute_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("https://", "http://")):
+            raise ValueError("give the full address, e.g. https://grader.example.edu")
+        return value.rstrip("/") if value is not None else None
 
     @field_validator("database_url")
     @classmethod

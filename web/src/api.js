@@ -33,10 +33,14 @@ async function errorFrom(response) {
   return new ApiError(message, response.status, Number.isNaN(retry) ? null : retry);
 }
 
+// The LMS session token (lti.js), sent on every call once a launch has set it.
+let session = null;
+
 async function request(path, { method = "GET", body, key } = {}) {
   const headers = { Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (key) headers["X-Student-Key"] = key;
+  if (session) headers["X-LTI-Session"] = session;
   let response;
   try {
     response = await fetch(path, {
@@ -58,13 +62,26 @@ async function request(path, { method = "GET", body, key } = {}) {
 // Run and Submit answer 200 with the report, or 202 with a status ("queued" with its
 // position, or "grading") while the verdict takes longer; then the page polls runStatus or
 // submission until the status is "done" or "ungradable".
+//
+// A student from an LMS submits and reads their history under the session; everyone else
+// under a name and key.
 export const api = {
-  exercise: () => request("/api/exercise"),
+  useSession: (token) => {
+    session = token;
+  },
+  signedIn: () => session !== null,
+  exercise: (id) => request(id ? `/api/exercises/${encodeURIComponent(id)}` : "/api/exercise"),
+  ltiSession: () => request("/api/lti/session"),
   run: (code) => request("/api/run", { method: "POST", body: { code } }),
   runStatus: (reportId) => request(`/api/runs/${encodeURIComponent(reportId)}`),
   submit: (code, student, key) =>
-    request("/api/submit", { method: "POST", body: { code, student }, key }),
+    session
+      ? request("/api/lti/submit", { method: "POST", body: { code } })
+      : request("/api/submit", { method: "POST", body: { code, student }, key }),
   submissions: (student, key) =>
-    request(`/api/submissions?student=${encodeURIComponent(student)}`, { key }),
-  submission: (id, key) => request(`/api/submissions/${encodeURIComponent(id)}`, { key }),
+    session
+      ? request("/api/lti/submissions")
+      : request(`/api/submissions?student=${encodeURIComponent(student)}`, { key }),
+  submission: (id, key) =>
+    request(`/api${session ? "/lti" : ""}/submissions/${encodeURIComponent(id)}`, { key }),
 };

@@ -35,7 +35,7 @@ function entry(item, onOpen) {
  */
 export async function renderHistory(container, { name, key, onOpen }) {
   const heading = h("h2", {}, "Your submissions");
-  if (!name || !key) {
+  if (!api.signedIn() && (!name || !key)) {
     replaceChildren(
       container,
       heading,

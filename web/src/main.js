@@ -8,6 +8,7 @@ import { renderHistory } from "./history.js";
 import { points, showBusy, showError, showIdle, showReport } from "./results.js";
 import { renderStatement } from "./statement.js";
 import { storage } from "./storage.js";
+import { startLtiSession } from "./lti.js";
 
 const $ = (id) => document.getElementById(id);
 const els = {
@@ -24,6 +25,7 @@ const els = {
 };
 let exercise = null;
 let busy = false;
+let lti = null; // the LMS session, when the page was opened by a launch
 
 const editor = createEditor($("editor"), {
   code: storage.code() ?? "",
@@ -41,7 +43,7 @@ function setBusy(kind) {
 }
 
 function studentName() {
-  return els.student.value.trim();
+  return lti ? lti.name : els.student.value.trim();
 }
 
 async function request(kind) {
@@ -49,7 +51,7 @@ async function request(kind) {
   if (kind === "run") return settled(kind, await api.run(code));
   const name = studentName();
   const response = await api.submit(code, name, storage.keyFor(name));
-  if (response.student_key) storage.saveKey(response.student, response.student_key);
+  if (response.student_key && !lti) storage.saveKey(response.student, response.student_key);
   return settled(kind, response);
 }
 
@@ -75,6 +77,7 @@ async function settled(kind, response) {
 const NAME_RULE = /^[\p{L}\p{N}][\p{L}\p{M}\p{N}_ .@-]{0,63}$/u;
 
 function nameProblem() {
+  if (lti) return null;
   const name = studentName();
   if (!name) return "Enter your name above before you submit.";
   if (!NAME_RULE.test(name)) {
@@ -152,7 +155,7 @@ function resetToStarter() {
 
 async function loadExercise() {
   try {
-    exercise = await api.exercise();
+    exercise = await api.exercise(lti?.exercise);
   } catch (error) {
     replaceChildren(
       els.statement,
@@ -185,6 +188,24 @@ function wire() {
   });
 }
 
+async function signIn() {
+  try {
+    lti = await startLtiSession();
+  } catch (error) {
+    replaceChildren(
+      els.results,
+      h("p", { class: "alert server-error", role: "alert" }, error.message),
+    );
+    return;
+  }
+  if (!lti) return;
+  const course = lti.course ? ` · ${lti.course}` : "";
+  replaceChildren(
+    els.student.parentElement,
+    h("span", { class: "signed-in" }, `Signed in as ${lti.name}${course}`),
+  );
+}
+
 wire();
 showIdle(els.results);
-loadExercise();
+signIn().then(loadExercise);

@@ -1,23 +1,22 @@
-# syntax=docker/dockerfile:1
 # gspo-grader production image: the grading service with the web page, on CPU-only torch.
-# The role is the command: `serve` (the default) is the web service; every other
+# The role is the command: `serve` (the default) is the web service; any other
 # `gspo-grader` subcommand runs in its place (`doctor`, `grade FILE`, later `worker`).
 #
-#   docker build -t gspo-grader .
-#   docker run -p 8000:8000 -v gspo-data:/data \
-#       --security-opt seccomp=unconfined --security-opt systempaths=unconfined gspo-grader
-#   docker run --rm gspo-grader doctor          # what isolation the sandbox gets here
+#   docker build -t gspo-grader .                 (podman: podman build --format docker)
+#   docker run -p 8000:8000 -v gspo-data:/data --cap-drop ALL \
+#       --security-opt no-new-privileges --security-opt seccomp=unconfined \
+#       --security-opt systempaths=unconfined gspo-grader
+#   docker run --rm <the same --security-opt flags> gspo-grader doctor
 #
 # The sandbox. Each submission runs under bubblewrap in user, pid, network, ipc, uts and
-# mount namespaces that the grader, an unprivileged user here, makes for itself. Container
-# engines block that by default: the default seccomp profile refuses the namespace calls,
-# and the masked paths of /proc keep the kernel from mounting a fresh /proc in a new user
-# namespace. The two flags above lift exactly that (podman: `--security-opt
-# seccomp=unconfined --security-opt unmask=/proc/*`); on AppArmor hosts add
-# `--security-opt apparmor=unconfined`. No capability and no --privileged is needed.
-# docs/deploy.md says what each flag allows and how to check it. Without them the image
-# refuses to start (GSPO_GRADER_SANDBOX_REQUIRE=bwrap below); `-e
-# GSPO_GRADER_SANDBOX_REQUIRE=` accepts grading on resource limits only.
+# mount namespaces that the grader, an unprivileged user here, makes itself: no capability
+# and no --privileged. Two engine defaults stand in the way. Docker's seccomp profile
+# refuses the namespace calls (seccomp=unconfined; podman's default profile allows them),
+# and the masked parts of /proc keep the kernel from mounting a fresh /proc in a new user
+# namespace (Docker: systempaths=unconfined; podman: --security-opt 'unmask=/proc/*'). On
+# AppArmor hosts add apparmor=unconfined. docs/deploy.md says what each flag allows and
+# what was measured. Without them no worker starts (GSPO_GRADER_SANDBOX_REQUIRE=bwrap
+# below); `-e GSPO_GRADER_SANDBOX_REQUIRE=` accepts grading on resource limits only.
 #
 # Build arguments, for mirrors and offline builds (scripts/check-image.sh uses them):
 #   PYTHON_IMAGE, NODE_IMAGE   the base images (Debian bookworm with Python 3.11; Node 20)
@@ -82,8 +81,9 @@ COPY --from=exercises /out/ ./
 COPY --from=web /web/dist/ web/dist/
 
 # uid and gid alike: the sandbox maps both into its user namespaces
-RUN groupadd --system --gid 10001 grader \
-    && useradd --system --uid 10001 --gid grader --home-dir /data --shell /usr/sbin/nologin grader \
+RUN groupadd --gid 10001 grader \
+    && useradd --uid 10001 --gid grader --no-create-home --home-dir /data \
+        --shell /usr/sbin/nologin grader \
     && mkdir -p /data && chown grader:grader /data
 
 ENV GSPO_GRADER_EXERCISE_DIR=/app \

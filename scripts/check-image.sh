@@ -216,7 +216,8 @@ build_image() {
     local began=$SECONDS url
     serve_index
     url=http://127.0.0.1:$index_port/simple
-    pm build --network host "${limit_flags[@]}" \
+    # docker format: the OCI format has no HEALTHCHECK, and podman would drop it
+    pm build --format docker --network host "${limit_flags[@]}" \
         --build-arg PYTHON_IMAGE="$PYTHON_BASE" --build-arg NODE_IMAGE="$NODE_BASE" \
         --build-arg TORCH_INDEX_URL="$url" --build-arg PIP_INDEX_URL="$url" \
         -t "$IMAGE" . >"$CACHE/build.log" 2>&1 || {
@@ -251,20 +252,29 @@ healthy() {  # container, seconds: /healthz answers 200 (and the container still
     echo "no 200 within $limit s; last answer: $answer"
     return 1
 }
+health_check() {  # the image's own HEALTHCHECK command, run once by the engine
+    local test
+    test=$(pm inspect --format '{{json .Config.Healthcheck.Test}}' "$1")
+    echo "${test:-no HEALTHCHECK in the image}"
+    [[ $test == *healthz* ]] && pm healthcheck run "$1"
+}
+
 url() { printf 'http://127.0.0.1:%s' "$PORT"; }
 
 start_container() {  # name, then podman run options
     local name=$1
     shift
-    pm rm -f --ignore "$name" >/dev/null
+    remove_container "$name"
+    # without systemd, podman says on every start that it cannot time the HEALTHCHECK
+    # (health_check runs it on demand): keep that out of the check lines
     pm run -d --name "$name" "${limit_flags[@]}" -p "127.0.0.1:$PORT:8000" "$@" "$IMAGE" \
-        >/dev/null
+        >/dev/null 2>>"$CACHE/podman-run.log"
 }
 
+remove_container() { pm rm -f --ignore "$1" >/dev/null 2>>"$CACHE/podman-run.log" || true; }
+
 remove_containers() {  # one at a time: podman 4.3's `rm -f A B` removes none if B is missing
-    for name in "$NAME" "$NAME-defaults" "$NAME-rlimits"; do
-        pm rm -f --ignore "$name" >/dev/null 2>&1 || true
-    done
+    for name in "$NAME" "$NAME-defaults" "$NAME-rlimits"; do remove_container "$name"; done
 }
 
 non_root() {  # the real and effective uids of the container's processes, as the host sees them
@@ -312,21 +322,20 @@ orphans_reaped() {  # no zombie whose parent is pid 1: the init reaps what it in
     states=$(pm exec "$1" sh -c 'cat /proc/[0-9]*/stat 2>/dev/null') || return 1
     echo "$(wc -l <<<"$states") processes; zombies: $(awk '$3 == "Z" {printf "%s (parent %s) ", $2, $4}' \
         <<<"$states")"
-    ! awk '$3 == "Z" && $4 == 1' <<<"$states" | grep -q .
+    [[ -z $(awk '$3 == "Z" && $4 == 1' <<<"$states") ]]
 }
 
 stops_cleanly() {  # SIGTERM: the service closes (143 is uvicorn raising SIGTERM again after)
-    local began=$SECONDS status
+    local began=$SECONDS status closed
     pm stop -t 30 "$1" >/dev/null 2>&1
     status=$(pm inspect --format '{{.State.ExitCode}}' "$1")
-    echo "exit status $status after $((SECONDS - began)) s: $(pm logs "$1" 2>&1 |
-        grep -m1 'service closed' || echo 'no "service closed" in the log')"
-    [[ ($status -eq 0 || $status -eq 143) && $((SECONDS - began)) -lt 30 ]] &&
-        pm logs "$1" 2>&1 | grep -q 'service closed'
+    closed=$(pm logs "$1" 2>&1 | grep 'service closed' || true)
+    echo "exit status $status after $((SECONDS - began)) s: ${closed:-no "service closed" in the log}"
+    [[ ($status -eq 0 || $status -eq 143) && $((SECONDS - began)) -lt 30 && -n $closed ]]
 }
 
 refuses_to_start() {  # container, seconds: it must exit non-zero, naming the setting
-    local name=$1 limit=$2 began=$SECONDS state
+    local name=$1 limit=$2 began=$SECONDS state log
     while ((SECONDS - began < limit)); do
         state=$(pm inspect --format '{{.State.Status}} {{.State.ExitCode}}' "$name")
         [[ $state == exited* ]] && break
@@ -336,8 +345,9 @@ refuses_to_start() {  # container, seconds: it must exit non-zero, naming the se
         echo "still running after $limit s; /healthz: $(curl -s "$(url)/healthz")"
         return 1
     fi
-    echo "exit status ${state#exited } after $((SECONDS - began)) s: $(pm logs "$name" 2>&1 | tail -1)"
-    [[ ${state#exited } -ne 0 ]] && pm logs "$name" 2>&1 | grep -q GSPO_GRADER_SANDBOX_REQUIRE
+    log=$(pm logs "$name" 2>&1)
+    echo "exit status ${state#exited } after $((SECONDS - began)) s: $(tail -1 <<<"$log")"
+    [[ ${state#exited } -ne 0 && $log == *GSPO_GRADER_SANDBOX_REQUIRE* ]]
 }
 
 healthz_names_level() {  # /healthz's isolation field, once the service has one
@@ -358,7 +368,7 @@ EOF
     )
     [[ ${#extras[@]} -gt 0 ]] || { echo "no development extras read from pyproject.toml"; return 1; }
     # shellcheck disable=SC2016  # the script runs in the container; $1... are its arguments
-    pm run --rm "${limit_flags[@]}" --entrypoint sh "$IMAGE" -c '
+    pm run --rm --no-healthcheck "${limit_flags[@]}" --entrypoint sh "$IMAGE" -c '
         for tool in gcc cc c++ g++ clang make ld as; do
             command -v "$tool" >/dev/null && found="${found:-} $tool"
         done
@@ -371,17 +381,34 @@ report_size() {
     local bytes parts
     bytes=$(pm image inspect --format '{{.Size}}' "$IMAGE")
     # shellcheck disable=SC2016
-    parts=$(pm run --rm --user 0 "${limit_flags[@]}" --entrypoint sh "$IMAGE" -c '
+    parts=$(pm run --rm --no-healthcheck --user 0 "${limit_flags[@]}" --entrypoint sh "$IMAGE" -c '
         cd /opt/venv/lib/python3.11/site-packages
         du -sm torch sympy numpy numpy.libs matplotlib fontTools networkx /usr /var /app |
             sort -rn | awk "{printf \"%s %s MB, \", \$2, \$1}"')
     info "image size $((bytes / 1000000)) MB; largest parts: ${parts%, }"
 }
 
+grades_as_command() {  # the command replaces `serve`: a cold CLI grading of the reference
+    local out
+    out=$(pm run --rm --no-healthcheck "${limit_flags[@]}" "${SANDBOX_FLAGS[@]}" "$IMAGE" \
+        grade /app/reference/gspo.py --json - 2>"$CACHE/grade.err") || true
+    "$(python311)" - "$out" "$(tail -3 "$CACHE/grade.err")" <<'EOF'
+import json, sys
+try:
+    report = json.loads(sys.argv[1])  # one file: one report
+except ValueError:
+    sys.exit(f"no report: {sys.argv[1][:200]} {sys.argv[2]}")
+print(f"passed {report['passed']}, {report['score']:g}/{report['max_score']:g},",
+      f"isolation {report['isolation']!r}")
+sys.exit(not (report["passed"] and report["isolation"].startswith("bwrap")))
+EOF
+}
+
 confined_run() {
     say "-- with the sandbox flags: ${SANDBOX_FLAGS[*]}"
     start_container "$NAME" "${SANDBOX_FLAGS[@]}"
     check "/healthz answers 200" healthy "$NAME" 300
+    check "the image's HEALTHCHECK passes" health_check "$NAME"
     check "the container runs as a non-root user" non_root "$NAME"
     check "doctor inside reports the bwrap level" doctor_says "$NAME" "Sandbox level: bwrap"
     check "a Submit of the reference passes, in a worker forked by the zygote" \
@@ -391,6 +418,7 @@ confined_run() {
     check "every exercise folder is in the image" exercises_match "$NAME"
     check "pid 1 reaps orphaned processes" orphans_reaped "$NAME"
     check "the service stops on SIGTERM" stops_cleanly "$NAME"
+    check "gspo-grader grade, given as the command, passes the reference" grades_as_command
 }
 
 default_runs() {
@@ -398,7 +426,7 @@ default_runs() {
     start_container "$NAME-defaults"
     check "GSPO_GRADER_SANDBOX_REQUIRE=bwrap (the image's default): the service refuses to start" \
         refuses_to_start "$NAME-defaults" 120
-    pm rm -f "$NAME-defaults" >/dev/null
+    remove_container "$NAME-defaults"
     start_container "$NAME-rlimits" -e GSPO_GRADER_SANDBOX_REQUIRE=
     check "GSPO_GRADER_SANDBOX_REQUIRE unset: doctor says rlimits, with a warning" \
         doctor_says "$NAME-rlimits" "Sandbox level: rlimits" "WARNING"
@@ -407,7 +435,7 @@ default_runs() {
     check "GSPO_GRADER_SANDBOX_REQUIRE unset: the report says rlimits only" \
         submit "$(url)" reference/gspo.py --expect pass --isolation "rlimits only"
     check "GSPO_GRADER_SANDBOX_REQUIRE unset: /healthz names the level" healthz_names_level rlimits
-    pm rm -f "$NAME-rlimits" >/dev/null
+    remove_container "$NAME-rlimits"
 }
 
 main() {

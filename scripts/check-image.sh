@@ -25,7 +25,8 @@ PYTHON_BASE=localhost/gspo-grader-base/python:bookworm
 NODE_BASE=localhost/gspo-grader-base/node:bookworm
 CACHE=${GSPO_GRADER_IMAGE_CACHE:-/var/cache/gspo-grader-image}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-PORT=${GSPO_GRADER_CHECK_PORT:-18080}
+PORT=${GSPO_GRADER_CHECK_PORT:-18080}        # the service under test, on loopback
+INDEX_PORT=${GSPO_GRADER_INDEX_PORT:-18079}  # the wheel index; fixed, so layers stay cached
 NAME=gspo-grader-check
 # the least privilege under which the sandbox reaches the bwrap level (docs/deploy.md):
 # unmask /proc (the one grant), no capabilities and no setuid gains (two further restrictions)
@@ -49,10 +50,11 @@ install_tools() {
     for pkg in podman runc debootstrap; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
     [[ ${#missing[@]} -eq 0 ]] && return 0
     [[ $(id -u) -eq 0 ]] || die "missing ${missing[*]}; run as root or apt-get install -y ${missing[*]}"
-    info "apt-get install ${missing[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        "${missing[@]}" >/dev/null
+    local began=$SECONDS
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends "${missing[@]}"; } >/var/tmp/gspo-grader-apt.log 2>&1 ||
+        die "apt-get install ${missing[*]} failed; see /var/tmp/gspo-grader-apt.log"
+    ok "installed ${missing[*]} in $((SECONDS - began)) s"
 }
 
 engine_quirks() {
@@ -102,9 +104,10 @@ apt-get install -y -qq --no-install-recommends ca-certificates >/dev/null
 SH
 }
 
-in_root() {  # run stdin as a shell script inside the root folder $1
+in_root() {  # run stdin as a shell script inside the root folder $1 (output: $1.log)
     chroot "$1" /usr/bin/env -i DEBIAN_FRONTEND=noninteractive \
-        PATH=/usr/sbin:/usr/bin:/sbin:/bin /bin/sh -eu
+        PATH=/usr/sbin:/usr/bin:/sbin:/bin /bin/sh -eu >>"$1.log" 2>&1 ||
+        die "a step in the root $1 failed; see $1.log"
 }
 
 python_root() {  # what python:3.11-slim-bookworm offers: python3, venv, pip in a venv
@@ -138,11 +141,11 @@ import_root() {  # root folder, image name, recipe label, extra ENV lines
         --change 'ENV LANG=C.UTF-8'
         --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin')
     for env in "$@"; do changes+=(--change "ENV $env"); done
-    tar -C "$root" -c . | pm import "${changes[@]}" - "$image" >/dev/null
+    tar -C "$root" -c . | pm import --quiet "${changes[@]}" - "$image" >/dev/null
 }
 
 make_bases() {
-    local python_recipe node_recipe work
+    local python_recipe node_recipe work began=$SECONDS
     python_recipe=$(recipe_of python)
     node_recipe=$(recipe_of node "$("$(host_node)" --version)")
     if base_is_current "$PYTHON_BASE" "$python_recipe" &&
@@ -159,7 +162,7 @@ make_bases() {
     import_root "$work/node" "$NODE_BASE" "$node_recipe" \
         NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt
     rm -rf "$work"
-    ok "base images made by debootstrap ($PYTHON_BASE, $NODE_BASE)"
+    ok "base images made by debootstrap in $((SECONDS - began)) s ($PYTHON_BASE, $NODE_BASE)"
 }
 
 # ---- the Python packages, served on loopback -----------------------------------------------
@@ -173,7 +176,7 @@ python311() {
 make_wheelhouse() {
     # every runtime dependency and the build backend, as wheels for CPython 3.11 on Linux,
     # laid out as a simple index: simple/<name>/<wheel>
-    local python wheels=$CACHE/wheels index=$CACHE/index/simple
+    local python wheels=$CACHE/wheels index=$CACHE/index/simple began=$SECONDS
     python=$(python311)
     mkdir -p "$wheels"
     "$python" - <<'EOF' >"$CACHE/requirements.txt"
@@ -193,20 +196,21 @@ EOF
         mkdir -p "$index/$name" && ln -f "$wheel" "$index/$name/"
     done
     ok "wheelhouse: $(find "$wheels" -name '*.whl' | wc -l) wheels for" \
-        "$(wc -l <"$CACHE/requirements.txt") requirements"
+        "$(wc -l <"$CACHE/requirements.txt") requirements in $((SECONDS - began)) s"
 }
 
 serve_index() {
     local python log=$CACHE/index.log
     python=$(python311)
-    "$python" -u -m http.server --bind 127.0.0.1 --directory "$CACHE/index" 0 >"$log" 2>&1 &
+    "$python" -u -m http.server --bind 127.0.0.1 --directory "$CACHE/index" "$INDEX_PORT" \
+        >"$log" 2>&1 &
     index_pid=$!
     for _ in $(seq 50); do
-        grep -q 'port' "$log" && break
+        curl -sf "http://127.0.0.1:$INDEX_PORT/simple/" >/dev/null && return 0
+        kill -0 "$index_pid" 2>/dev/null || break
         sleep 0.1
     done
-    index_port=$(sed -n 's/.* port \([0-9]*\).*/\1/p' "$log" | head -1)
-    [[ -n $index_port ]] || die "the package index did not start; see $log"
+    die "the package index did not start on port $INDEX_PORT (GSPO_GRADER_INDEX_PORT); see $log"
 }
 
 stop_index() { [[ -z $index_pid ]] || kill "$index_pid" 2>/dev/null || true; }
@@ -215,7 +219,7 @@ stop_index() { [[ -z $index_pid ]] || kill "$index_pid" 2>/dev/null || true; }
 build_image() {
     local began=$SECONDS url
     serve_index
-    url=http://127.0.0.1:$index_port/simple
+    url=http://127.0.0.1:$INDEX_PORT/simple
     # docker format: the OCI format has no HEALTHCHECK, and podman would drop it
     pm build --format docker --network host "${limit_flags[@]}" \
         --build-arg PYTHON_IMAGE="$PYTHON_BASE" --build-arg NODE_IMAGE="$NODE_BASE" \
@@ -446,7 +450,9 @@ main() {
     engine_quirks
     mkdir -p "$CACHE"
     if [[ $fresh -eq 1 ]]; then
-        pm rmi -f "$IMAGE" "$PYTHON_BASE" "$NODE_BASE" >/dev/null 2>&1 || true
+        for image in "$IMAGE" "$PYTHON_BASE" "$NODE_BASE"; do
+            pm rmi -f --ignore "$image" >/dev/null
+        done
         rm -rf "${CACHE:?}"/*
     fi
     make_bases

@@ -1,0 +1,470 @@
+#!/usr/bin/env bash
+# Build the production image on this machine and check it from outside the container.
+#
+#   bash scripts/check-image.sh            build (bases cached), run, check; exit 0 if all hold
+#   bash scripts/check-image.sh --fresh    forget the cached bases and wheels first
+#
+# Public base images and PyTorch's index cannot be reached from this kind of machine, so the
+# Dockerfile's build arguments point elsewhere (their defaults stay the official ones):
+#   PYTHON_IMAGE, NODE_IMAGE   Debian bookworm roots made here by debootstrap, imported into
+#                              podman: Python 3.11 from Debian; Node 20 copied from the host
+#                              (Debian's own nodejs is 18, production builds on node:20)
+#   TORCH_INDEX_URL, PIP_INDEX_URL
+#                              a package index of wheels downloaded here with the host's pip
+#                              (the CPU torch wheel comes from its local files), served
+#                              on loopback for the build
+# Then the image runs twice: with the sandbox flags docs/deploy.md gives (everything must
+# pass, bwrap level), and with the engine's defaults (the grader must refuse to start, or
+# grade and say it runs on rlimits only). One line per check; "FAIL" lines say why.
+# Needs root (rootful podman); installs podman, runc and debootstrap when they are missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+IMAGE=localhost/gspo-grader:check
+PYTHON_BASE=localhost/gspo-grader-base/python:bookworm
+NODE_BASE=localhost/gspo-grader-base/node:bookworm
+CACHE=${GSPO_GRADER_IMAGE_CACHE:-/var/cache/gspo-grader-image}
+MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+PORT=${GSPO_GRADER_CHECK_PORT:-18080}        # the service under test, on loopback
+INDEX_PORT=${GSPO_GRADER_INDEX_PORT:-18079}  # the wheel index; fixed, so layers stay cached
+NAME=gspo-grader-check
+# the least privilege under which the sandbox reaches the bwrap level (docs/deploy.md):
+# unmask /proc (the one grant), no capabilities and no setuid gains (two further restrictions)
+SANDBOX_FLAGS=(--security-opt 'unmask=/proc/*' --cap-drop ALL --security-opt no-new-privileges)
+
+failures=0
+podman_global=()  # set by engine_quirks
+limit_flags=()    # set by engine_quirks
+index_pid=""
+
+say() { printf '%s\n' "$*"; }
+info() { printf 'info %s\n' "$*"; }
+ok() { printf 'ok   %s\n' "$*"; }
+fail() { printf 'FAIL %s\n' "$*"; failures=$((failures + 1)); }
+die() { printf 'check-image: %s\n' "$*" >&2; exit 2; }
+pm() { podman "${podman_global[@]}" "$@"; }
+
+# ---- tools ------------------------------------------------------------------------------
+install_tools() {
+    local missing=()
+    for pkg in podman runc debootstrap; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
+    [[ ${#missing[@]} -eq 0 ]] && return 0
+    [[ $(id -u) -eq 0 ]] || die "missing ${missing[*]}; run as root or apt-get install -y ${missing[*]}"
+    local began=$SECONDS
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends "${missing[@]}"; } >/var/tmp/gspo-grader-apt.log 2>&1 ||
+        die "apt-get install ${missing[*]} failed; see /var/tmp/gspo-grader-apt.log"
+    ok "installed ${missing[*]} in $((SECONDS - began)) s"
+}
+
+engine_quirks() {
+    # crun refuses hybrid cgroups (v1 plus a v2 tree holding a controller), as on this
+    # machine; runc accepts them. Rootful podman asks for 1048576 open files and processes,
+    # more than a root without CAP_SYS_RESOURCE may set: ask for what the host allows.
+    [[ $(stat -fc %T /sys/fs/cgroup) == cgroup2fs ]] || podman_global=(--runtime runc)
+    local files procs
+    files=$(ulimit -Hn)
+    procs=$(ulimit -Hu)
+    [[ $procs == unlimited || $procs -gt $(< /proc/sys/kernel/pid_max) ]] &&
+        procs=$(< /proc/sys/kernel/pid_max)
+    limit_flags=(--ulimit "nofile=$files:$files" --ulimit "nproc=$procs:$procs")
+}
+
+# ---- base images --------------------------------------------------------------------------
+recipe_of() {  # what a base is made from; a change makes it again
+    printf '%s\n' "$MIRROR" "$@" "$(declare -f make_bases bootstrap in_root python_root node_root)" |
+        sha256sum | cut -c1-16
+}
+
+base_is_current() {
+    local label
+    label=$(pm image inspect --format '{{index .Config.Labels "gspo-grader.recipe"}}' "$1" \
+        2>/dev/null) || return 1
+    [[ $label == "$2" ]]
+}
+
+host_node() {
+    local node
+    node=$(command -v node) || die "Node 20 is needed on the host (the web stage copies it)"
+    [[ $("$node" --version) == v20.* ]] || die "the host's node is $("$node" --version), not 20"
+    printf '%s\n' "$node"
+}
+
+bootstrap() {  # a minimal Debian bookworm root with the security and update suites
+    debootstrap --variant=minbase bookworm "$1" "$MIRROR" >"$1.log" 2>&1 ||
+        die "debootstrap failed; see $1.log"
+    cat >"$1/etc/apt/sources.list" <<EOF
+deb $MIRROR bookworm main
+deb $MIRROR bookworm-updates main
+deb ${MIRROR%/debian}/debian-security bookworm-security main
+EOF
+    in_root "$1" <<'SH'
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends ca-certificates >/dev/null
+SH
+}
+
+in_root() {  # run stdin as a shell script inside the root folder $1 (output: $1.log)
+    chroot "$1" /usr/bin/env -i DEBIAN_FRONTEND=noninteractive \
+        PATH=/usr/sbin:/usr/bin:/sbin:/bin /bin/sh -eu >>"$1.log" 2>&1 ||
+        die "a step in the root $1 failed; see $1.log"
+}
+
+python_root() {  # what python:3.11-slim-bookworm offers: python3, venv, pip in a venv
+    in_root "$1" <<'SH'
+apt-get install -y -qq --no-install-recommends python3 python3.11-venv >/dev/null
+apt-get clean
+rm -rf /var/lib/apt/lists/*
+SH
+}
+
+node_root() {  # Node 20 and npm from the host; the host's extra CAs (npm's TLS goes through them)
+    local node
+    node=$(host_node)
+    cp -a "$node" "$1/usr/bin/node"
+    mkdir -p "$1/usr/lib/node_modules"
+    cp -a "$(dirname "$node")/../lib/node_modules/npm" "$1/usr/lib/node_modules/"
+    ln -sf ../lib/node_modules/npm/bin/npm-cli.js "$1/usr/bin/npm"
+    ln -sf ../lib/node_modules/npm/bin/npx-cli.js "$1/usr/bin/npx"
+    cp -a /usr/local/share/ca-certificates/. "$1/usr/local/share/ca-certificates/" 2>/dev/null || true
+    in_root "$1" <<'SH'
+update-ca-certificates >/dev/null
+apt-get clean
+rm -rf /var/lib/apt/lists/*
+SH
+}
+
+import_root() {  # root folder, image name, recipe label, extra ENV lines
+    local root=$1 image=$2 recipe=$3
+    shift 3
+    local changes=(--change "LABEL gspo-grader.recipe=$recipe" --change 'CMD ["/bin/bash"]'
+        --change 'ENV LANG=C.UTF-8'
+        --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin')
+    for env in "$@"; do changes+=(--change "ENV $env"); done
+    tar -C "$root" -c . | pm import --quiet "${changes[@]}" - "$image" >/dev/null
+}
+
+make_bases() {
+    local python_recipe node_recipe work began=$SECONDS
+    python_recipe=$(recipe_of python)
+    node_recipe=$(recipe_of node "$("$(host_node)" --version)")
+    if base_is_current "$PYTHON_BASE" "$python_recipe" &&
+        base_is_current "$NODE_BASE" "$node_recipe"; then
+        ok "base images cached ($PYTHON_BASE, $NODE_BASE)"
+        return 0
+    fi
+    work=$(mktemp -d /var/tmp/gspo-grader-base.XXXXXX)
+    bootstrap "$work/debian"
+    cp -a "$work/debian" "$work/node"
+    python_root "$work/debian"
+    import_root "$work/debian" "$PYTHON_BASE" "$python_recipe"
+    node_root "$work/node"
+    import_root "$work/node" "$NODE_BASE" "$node_recipe" \
+        NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt
+    rm -rf "$work"
+    ok "base images made by debootstrap in $((SECONDS - began)) s ($PYTHON_BASE, $NODE_BASE)"
+}
+
+# ---- the Python packages, served on loopback -----------------------------------------------
+python311() {
+    local python=${PYTHON:-python3}
+    "$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' ||
+        die "$python is not Python 3.11 (the image's); set PYTHON"
+    printf '%s\n' "$python"
+}
+
+make_wheelhouse() {
+    # every runtime dependency and the build backend, as wheels for CPython 3.11 on Linux,
+    # laid out as a simple index: simple/<name>/<wheel>
+    local python wheels=$CACHE/wheels index=$CACHE/index/simple began=$SECONDS
+    python=$(python311)
+    mkdir -p "$wheels"
+    "$python" - <<'EOF' >"$CACHE/requirements.txt"
+import tomllib
+data = tomllib.load(open("pyproject.toml", "rb"))
+print("\n".join(data["project"]["dependencies"] + data["build-system"]["requires"]))
+EOF
+    "$python" -m pip download --only-binary=:all: --dest "$wheels" \
+        -r "$CACHE/requirements.txt" >"$CACHE/pip.log" 2>&1 ||
+        die "pip download failed; see $CACHE/pip.log"
+    compgen -G "$wheels/torch-2.13.0+cpu-*.whl" >/dev/null ||
+        die "no CPU build of torch 2.13.0 among the wheels (pip config: find-links?)"
+    rm -rf "$index" && mkdir -p "$index"
+    for wheel in "$wheels"/*.whl; do
+        local name
+        name=$(basename "$wheel" | cut -d- -f1 | tr 'A-Z_.' 'a-z--')
+        mkdir -p "$index/$name" && ln -f "$wheel" "$index/$name/"
+    done
+    ok "wheelhouse: $(find "$wheels" -name '*.whl' | wc -l) wheels for" \
+        "$(wc -l <"$CACHE/requirements.txt") requirements in $((SECONDS - began)) s"
+}
+
+serve_index() {
+    local python log=$CACHE/index.log
+    python=$(python311)
+    "$python" -u -m http.server --bind 127.0.0.1 --directory "$CACHE/index" "$INDEX_PORT" \
+        >"$log" 2>&1 &
+    index_pid=$!
+    for _ in $(seq 50); do
+        curl -sf "http://127.0.0.1:$INDEX_PORT/simple/" >/dev/null && return 0
+        kill -0 "$index_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    die "the package index did not start on port $INDEX_PORT (GSPO_GRADER_INDEX_PORT); see $log"
+}
+
+stop_index() { [[ -z $index_pid ]] || kill "$index_pid" 2>/dev/null || true; }
+
+# ---- the image ----------------------------------------------------------------------------
+build_image() {
+    local began=$SECONDS url
+    serve_index
+    url=http://127.0.0.1:$INDEX_PORT/simple
+    # docker format: the OCI format has no HEALTHCHECK, and podman would drop it
+    pm build --format docker --network host "${limit_flags[@]}" \
+        --build-arg PYTHON_IMAGE="$PYTHON_BASE" --build-arg NODE_IMAGE="$NODE_BASE" \
+        --build-arg TORCH_INDEX_URL="$url" --build-arg PIP_INDEX_URL="$url" \
+        -t "$IMAGE" . >"$CACHE/build.log" 2>&1 || {
+        stop_index
+        tail -20 "$CACHE/build.log"
+        die "podman build failed; see $CACHE/build.log"
+    }
+    stop_index
+    ok "image built in $((SECONDS - began)) s ($IMAGE)"
+}
+
+# ---- checks from outside the container ------------------------------------------------------
+check() {  # description, command...: one line, ok or FAIL, with what the command printed
+    local what=$1 out
+    shift
+    if out=$("$@" 2>&1); then ok "$what: ${out//$'\n'/; }"; else fail "$what: ${out//$'\n'/; }"; fi
+}
+
+submit() { "$(python311)" scripts/image_client.py "$@"; }
+
+healthy() {  # container, seconds: /healthz answers 200 (and the container still runs)
+    local name=$1 limit=$2 began=$SECONDS answer
+    while ((SECONDS - began < limit)); do
+        answer=$(curl -s -w ' %{http_code}' "$(url)/healthz" || true)
+        [[ $answer == *' 200' ]] && { echo "after $((SECONDS - began)) s: $answer"; return 0; }
+        if [[ $(pm inspect --format '{{.State.Status}}' "$name") != running ]]; then
+            echo "the container ended: $(pm logs "$name" 2>&1 | tail -1)"
+            return 1
+        fi
+        sleep 2
+    done
+    echo "no 200 within $limit s; last answer: $answer"
+    return 1
+}
+health_check() {  # the image's own HEALTHCHECK command, run once by the engine
+    local test
+    test=$(pm inspect --format '{{json .Config.Healthcheck.Test}}' "$1")
+    echo "${test:-no HEALTHCHECK in the image}"
+    [[ $test == *healthz* ]] && pm healthcheck run "$1"
+}
+
+url() { printf 'http://127.0.0.1:%s' "$PORT"; }
+
+start_container() {  # name, then podman run options
+    local name=$1
+    shift
+    remove_container "$name"
+    # without systemd, podman says on every start that it cannot time the HEALTHCHECK
+    # (health_check runs it on demand): keep that out of the check lines
+    pm run -d --name "$name" "${limit_flags[@]}" -p "127.0.0.1:$PORT:8000" "$@" "$IMAGE" \
+        >/dev/null 2>>"$CACHE/podman-run.log"
+}
+
+remove_container() { pm rm -f --ignore "$1" >/dev/null 2>>"$CACHE/podman-run.log" || true; }
+
+remove_containers() {  # one at a time: podman 4.3's `rm -f A B` removes none if B is missing
+    for name in "$NAME" "$NAME-defaults" "$NAME-rlimits"; do remove_container "$name"; done
+}
+
+non_root() {  # the real and effective uids of the container's processes, as the host sees them
+    local top uids
+    top=$(pm inspect --format '{{.State.Pid}}' "$1")
+    uids=$(ps -e -o pid=,ppid=,ruid=,euid= | awk -v top="$top" '
+        { parent[$1] = $2; ids[$1] = $3 "/" $4 }
+        END {
+            for (pid in parent) {
+                for (p = pid; p != "" && p != top && p > 1; p = parent[p]) {}
+                if (p == top) print ids[pid]
+            }
+        }' | sort | uniq -c | awk '{printf "%s x uid %s, ", $1, $2}')
+    echo "${uids}real/effective (image USER $(pm image inspect --format '{{.Config.User}}' "$IMAGE"))"
+    [[ -n $uids && ! $uids =~ uid\ 0/|/0, ]]
+}
+
+doctor_says() {  # container, then each line doctor must print
+    local name=$1 text
+    shift
+    text=$(pm exec "$name" gspo-grader doctor) || return 1
+    printf '%s\n' "$(grep -m1 'Sandbox level' <<<"$text")"
+    for line in "$@"; do grep -qF "$line" <<<"$text" || { echo "missing: $line"; return 1; }; done
+}
+
+exercises_match() {  # the catalog inside holds every exercise folder of the checkout
+    local want got
+    want=$(sed -n 's/^id *= *"\(.*\)"/\1/p' exercise.toml exercises/*/exercise.toml 2>/dev/null |
+        sort | tr '\n' ' ')
+    got=$(pm exec -i "$1" python - <<'EOF' | sort | tr '\n' ' '
+from grader.exercise import catalog
+for exercise in catalog().values():
+    parts = (exercise.statement, exercise.starter, exercise.reference, exercise.tiers_file,
+             exercise.experiment)
+    missing = [str(part) for part in parts if not part.is_file()]
+    print(exercise.id + (f" (missing {', '.join(missing)})" if missing else ""))
+EOF
+    )
+    printf 'in the checkout: %s; in the image: %s\n' "$want" "$got"
+    [[ $want == "$got" ]]
+}
+
+orphans_reaped() {  # no zombie whose parent is pid 1: the init reaps what it inherits
+    local states
+    states=$(pm exec "$1" sh -c 'cat /proc/[0-9]*/stat 2>/dev/null') || return 1
+    echo "$(wc -l <<<"$states") processes; zombies: $(awk '$3 == "Z" {printf "%s (parent %s) ", $2, $4}' \
+        <<<"$states")"
+    [[ -z $(awk '$3 == "Z" && $4 == 1' <<<"$states") ]]
+}
+
+stops_cleanly() {  # SIGTERM: the service closes (143 is uvicorn raising SIGTERM again after)
+    local began=$SECONDS status closed
+    pm stop -t 30 "$1" >/dev/null 2>&1
+    status=$(pm inspect --format '{{.State.ExitCode}}' "$1")
+    closed=$(pm logs "$1" 2>&1 | grep 'service closed' || true)
+    echo "exit status $status after $((SECONDS - began)) s: ${closed:-no "service closed" in the log}"
+    [[ ($status -eq 0 || $status -eq 143) && $((SECONDS - began)) -lt 30 && -n $closed ]]
+}
+
+refuses_to_start() {  # container, seconds: it must exit non-zero, naming the setting
+    local name=$1 limit=$2 began=$SECONDS state log
+    while ((SECONDS - began < limit)); do
+        state=$(pm inspect --format '{{.State.Status}} {{.State.ExitCode}}' "$name")
+        [[ $state == exited* ]] && break
+        sleep 2
+    done
+    if [[ $state != exited* ]]; then
+        echo "still running after $limit s; /healthz: $(curl -s "$(url)/healthz")"
+        return 1
+    fi
+    log=$(pm logs "$name" 2>&1)
+    echo "exit status ${state#exited } after $((SECONDS - began)) s: $(tail -1 <<<"$log")"
+    [[ ${state#exited } -ne 0 && $log == *GSPO_GRADER_SANDBOX_REQUIRE* ]]
+}
+
+healthz_names_level() {  # /healthz's isolation field, once the service has one
+    local body
+    body=$(curl -s "$(url)/healthz")
+    echo "$body"
+    grep -q '"isolation"' <<<"$body" || { echo "(no isolation field yet)"; return 1; }
+    grep -q "$1" <<<"$body"
+}
+
+lean() {  # no compiler, and none of pyproject.toml's development extras
+    local extras
+    read -ra extras < <("$(python311)" - <<'EOF'
+import re, tomllib
+extras = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]
+print(" ".join(re.split(r"[<>=!~\[; ]", req)[0] for req in extras["dev"]))
+EOF
+    )
+    [[ ${#extras[@]} -gt 0 ]] || { echo "no development extras read from pyproject.toml"; return 1; }
+    # shellcheck disable=SC2016  # the script runs in the container; $1... are its arguments
+    pm run --rm --no-healthcheck "${limit_flags[@]}" --entrypoint sh "$IMAGE" -c '
+        for tool in gcc cc c++ g++ clang make ld as; do
+            command -v "$tool" >/dev/null && found="${found:-} $tool"
+        done
+        for dist in "$@"; do pip show -q "$dist" >/dev/null 2>&1 && found="${found:-} $dist"; done
+        echo "compilers, make, binutils and the dev extras ($*) found:${found:- none}"
+        [ -z "${found:-}" ]' sh "${extras[@]}"
+}
+
+report_size() {
+    local bytes parts
+    bytes=$(pm image inspect --format '{{.Size}}' "$IMAGE")
+    # shellcheck disable=SC2016
+    parts=$(pm run --rm --no-healthcheck --user 0 "${limit_flags[@]}" --entrypoint sh "$IMAGE" -c '
+        cd /opt/venv/lib/python3.11/site-packages
+        du -sm torch sympy numpy numpy.libs matplotlib fontTools networkx /usr /var /app |
+            sort -rn | awk "{printf \"%s %s MB, \", \$2, \$1}"')
+    info "image size $((bytes / 1000000)) MB; largest parts: ${parts%, }"
+}
+
+grades_as_command() {  # the command replaces `serve`: a cold CLI grading of the reference
+    local out
+    out=$(pm run --rm --no-healthcheck "${limit_flags[@]}" "${SANDBOX_FLAGS[@]}" "$IMAGE" \
+        grade /app/reference/gspo.py --json - 2>"$CACHE/grade.err") || true
+    "$(python311)" - "$out" "$(tail -3 "$CACHE/grade.err")" <<'EOF'
+import json, sys
+try:
+    report = json.loads(sys.argv[1])  # one file: one report
+except ValueError:
+    sys.exit(f"no report: {sys.argv[1][:200]} {sys.argv[2]}")
+print(f"passed {report['passed']}, {report['score']:g}/{report['max_score']:g},",
+      f"isolation {report['isolation']!r}")
+sys.exit(not (report["passed"] and report["isolation"].startswith("bwrap")))
+EOF
+}
+
+confined_run() {
+    say "-- with the sandbox flags: ${SANDBOX_FLAGS[*]}"
+    start_container "$NAME" "${SANDBOX_FLAGS[@]}"
+    check "/healthz answers 200" healthy "$NAME" 300
+    check "the image's HEALTHCHECK passes" health_check "$NAME"
+    check "the container runs as a non-root user" non_root "$NAME"
+    check "doctor inside reports the bwrap level" doctor_says "$NAME" "Sandbox level: bwrap"
+    check "a Submit of the reference passes, in a worker forked by the zygote" \
+        submit "$(url)" reference/gspo.py --expect pass --isolation "bwrap (zygote fork)"
+    check "a Submit of the starter fails, by the student's code" \
+        submit "$(url)" starter/gspo.py --expect fail --isolation "bwrap"
+    check "every exercise folder is in the image" exercises_match "$NAME"
+    check "pid 1 reaps orphaned processes" orphans_reaped "$NAME"
+    check "the service stops on SIGTERM" stops_cleanly "$NAME"
+    check "gspo-grader grade, given as the command, passes the reference" grades_as_command
+}
+
+default_runs() {
+    say "-- with the engine's defaults (no extra flags)"
+    start_container "$NAME-defaults"
+    check "GSPO_GRADER_SANDBOX_REQUIRE=bwrap (the image's default): the service refuses to start" \
+        refuses_to_start "$NAME-defaults" 120
+    remove_container "$NAME-defaults"
+    start_container "$NAME-rlimits" -e GSPO_GRADER_SANDBOX_REQUIRE=
+    check "GSPO_GRADER_SANDBOX_REQUIRE unset: doctor says rlimits, with a warning" \
+        doctor_says "$NAME-rlimits" "Sandbox level: rlimits" "WARNING"
+    check "GSPO_GRADER_SANDBOX_REQUIRE unset: /healthz answers 200" \
+        healthy "$NAME-rlimits" 300
+    check "GSPO_GRADER_SANDBOX_REQUIRE unset: the report says rlimits only" \
+        submit "$(url)" reference/gspo.py --expect pass --isolation "rlimits only"
+    check "GSPO_GRADER_SANDBOX_REQUIRE unset: /healthz names the level" healthz_names_level rlimits
+    remove_container "$NAME-rlimits"
+}
+
+main() {
+    local began=$SECONDS fresh=0
+    [[ ${1:-} == --fresh ]] && fresh=1
+    [[ $(id -u) -eq 0 ]] || die "run as root: the checks use rootful podman"
+    install_tools
+    engine_quirks
+    mkdir -p "$CACHE"
+    if [[ $fresh -eq 1 ]]; then
+        for image in "$IMAGE" "$PYTHON_BASE" "$NODE_BASE"; do
+            pm rmi -f --ignore "$image" >/dev/null
+        done
+        rm -rf "${CACHE:?}"/*
+    fi
+    make_bases
+    make_wheelhouse
+    build_image
+    check "no compiler or development tool in the image" lean
+    report_size
+    confined_run
+    default_runs
+    info "done in $((SECONDS - began)) s: $failures check(s) failed"
+    [[ $failures -eq 0 ]]
+}
+
+trap 'stop_index; remove_containers' EXIT
+main "$@"

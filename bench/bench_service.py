@@ -10,7 +10,9 @@ It prints four figures and asserts nothing about time:
   3. load: N concurrent clients submitting for a while: all answered correctly?, p99,
      gradings/s, peak memory (PSS and summed RSS) of the server's process tree;
   4. naive: a fresh `pytest tests/tiers --submission FILE` process per submission, and the
-     ratio to (2);
+     ratio to (2); (2) also prints the CPU one warm grading costs in the judge and in the
+     sandboxed worker (from the reports' metrics), and a phase that alternates the GSPO and
+     DPO exercises (what switching exercise costs a Submit);
   5. and 6. the distributed deployment (bench/distributed.py): what the queue adds to a
      Submit, and throughput with one and two worker processes (skip: --no-distributed).
 """
@@ -179,8 +181,9 @@ def request(port, method, path, body=None, headers=None, conn=None):
 class Client:
     """One student submitting the reference over a kept-alive connection."""
 
-    def __init__(self, port: int, name: str, code: str):
+    def __init__(self, port: int, name: str, code: str, exercise: str | None = None):
         self.port, self.name, self.code, self.key = port, name, code, None
+        self.exercise = exercise
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT_S)
 
     def reconnect(self) -> None:
@@ -191,6 +194,8 @@ class Client:
         """(seconds, HTTP status or 0 for a transport error, parsed body or None)."""
         headers = {"X-Student-Key": self.key} if self.key else {}
         body = {"code": self.code, "student": self.name}
+        if self.exercise:
+            body["exercise"] = self.exercise
         start = time.perf_counter()
         try:
             status, data = request(self.port, "POST", "/api/submit", body, headers, self.conn)
@@ -220,7 +225,7 @@ def bench_warm(port: int, n: int, code: str, expected_score, pause: float = 0.0)
     client = Client(port, f"bench-warm-{'paced' if pause else 'back-to-back'}", code)
     for _ in range(3):  # warm-up: the first requests create the student and touch caches
         client.submit()
-    times, grading, ok = [], [], 0
+    times, grading, cpu, ok = [], [], [], 0
     for _ in range(n):
         if pause:
             time.sleep(pause)
@@ -229,8 +234,24 @@ def bench_warm(port: int, n: int, code: str, expected_score, pause: float = 0.0)
         times.append(seconds)
         ok += correct(parsed, expected_score)
         if parsed:
-            grading.append(parsed["report"]["timings"]["total_s"])
-    return times, grading, ok
+            report = parsed["report"]
+            grading.append(report["timings"]["total_s"])
+            cpu.append((report["metrics"]["judge_cpu_s"], report["metrics"]["worker_cpu_s"]))
+    return times, grading, cpu, ok
+
+
+def bench_switching(port: int, n: int, codes: dict[str, str]):
+    """(2c) Sequential Submits that alternate exercises, each exercise's reference: the
+    answer times of each exercise, and the count that passed."""
+    clients = {ex: Client(port, f"bench-switch-{ex}", code, ex) for ex, code in codes.items()}
+    times: dict[str, list[float]] = {ex: [] for ex in codes}
+    ok = 0
+    for i in range(n):
+        exercise = list(codes)[i % len(codes)]
+        seconds, _, parsed = clients[exercise].submit()
+        times[exercise].append(seconds)
+        ok += correct(parsed, None)
+    return times, ok
 
 
 def classify(status: int, parsed: dict | None, expected_score) -> str:
@@ -317,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
             # paced first: every request finds a pre-started worker (the warm latency)
             warm_p50, _, overhead = report_phase_2(server, n_warm, code, expected, cold, args.pause)
             report_phase_2(server, n_warm, code, expected, cold)
+            report_switching(server, n_warm)
             report_phase_3(server, args.clients, duration, code, expected)
         finally:
             server.stop()
@@ -338,9 +360,15 @@ def report_phase_2(
 ) -> tuple[float, float, list[float]]:
     paced = f", each {pause:g} s after the previous answer" if pause else ", back to back"
     print(f"(2) warm Submit over HTTP, {n} sequential requests{paced}")
-    warm, grading, ok = bench_warm(server.port, n, code, expected, pause)
+    warm, grading, cpu, ok = bench_warm(server.port, n, code, expected, pause)
     print("  " + summary("warm", warm))
     print("  " + summary("of which grading (report.timings.total_s)", grading))
+    if cpu:
+        judge_cpu, worker_cpu = (statistics.median(c) * 1000 for c in zip(*cpu, strict=True))
+        print(
+            f"  CPU per grading (median): judge {judge_cpu:.0f} ms, sandboxed worker "
+            f"{worker_cpu:.0f} ms"
+        )
     overhead = [total - graded for total, graded in zip(warm, grading, strict=False)]
     if overhead:
         print("  " + summary("service overhead (answer time minus grading time)", overhead))
@@ -350,6 +378,17 @@ def report_phase_2(
         ratio = statistics.median(cold) / p50
         print(f"  cold median / warm p50 = {ratio:.1f}x (target >= 10x; p50 target < 300 ms)")
     return p50, percentile(warm, 95), overhead
+
+
+def report_switching(server: Server, n: int) -> None:
+    from grader.exercise import catalog
+
+    codes = {ex.id: ex.reference.read_text() for ex in catalog().values()}
+    print(f"(2c) warm Submit over HTTP, {n} sequential requests alternating {', '.join(codes)}")
+    times, ok = bench_switching(server.port, n, codes)
+    for exercise, values in times.items():
+        print("  " + summary(exercise, values))
+    print(f"  answered correctly (each reference passed): {ok}/{n}")
 
 
 def report_phase_3(server: Server, clients: int, duration: float, code: str, expected) -> None:

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 QUEUE = "grading"
 PLOTS_QUEUE = "plots"  # drawn beside the gradings, never in their way
+QUEUES = (QUEUE, PLOTS_QUEUE)  # a grading node runs one procrastinate worker for each
 GRADE_TASK = "gspo_grader.grade"
 PLOTS_TASK = "gspo_grader.draw_plots"
 

@@ -273,7 +273,8 @@ class Store:
             return c.execute(runs.delete().where(done)).rowcount
 
     def fresh_workers(self, seconds: float) -> int:
-        """Grading nodes whose heartbeat is younger than `seconds` (PostgreSQL only)."""
+        """Procrastinate workers whose heartbeat is younger than `seconds` (PostgreSQL
+        only); a grading node runs one per queue it reads."""
         query = text(
             "SELECT count(*) FROM procrastinate_workers"
             " WHERE last_heartbeat > now() - make_interval(secs => :s)"

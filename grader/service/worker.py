@@ -37,6 +37,7 @@ from grader.service.procrastinate_queue import (
     PLOTS_QUEUE,
     PLOTS_TASK,
     QUEUE,
+    QUEUES,
     deferring_app,
     grade_job_writer,
     job_writer,
@@ -170,7 +171,7 @@ class GradingWorker:
         """Queue again (or give up on) the jobs of grading nodes that went silent."""
         manager = self.app.job_manager
         stalled = []
-        for queue in (QUEUE, PLOTS_QUEUE):
+        for queue in QUEUES:
             stalled += await manager.get_stalled_jobs(
                 queue=queue, seconds_since_heartbeat=self.settings.stalled_seconds
             )

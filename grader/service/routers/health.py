@@ -10,6 +10,7 @@ are then queued but nobody grades them).
 from __future__ import annotations
 
 import asyncio
+import math
 from functools import cache
 
 from fastapi import APIRouter
@@ -46,13 +47,16 @@ async def healthz(service: Service):
 
 
 async def distributed_health(service: ServiceState):
+    from grader.service.procrastinate_queue import QUEUES  # procrastinate: distributed only
+
     stalled = service.settings.stalled_seconds
     try:
-        workers = await asyncio.to_thread(service.store.fresh_workers, stalled)
+        fresh = await asyncio.to_thread(service.store.fresh_workers, stalled)
     except SQLAlchemyError as error:
         reason = str(getattr(error, "orig", error)).strip().splitlines()[0]
         body = Health(status="unavailable", deployment="distributed", database=reason)
         return unavailable(service, body)
+    workers = math.ceil(fresh / len(QUEUES))  # grading nodes
     if workers == 0:
         detail = f"no grading node has sent a heartbeat in the last {stalled:g} s"
         return Health(status="degraded", detail=detail, deployment="distributed", workers=0)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -20,8 +19,7 @@ from grader.service.plots import PlotRenderer
 sys.path.insert(0, str(Path(__file__).parent))
 from postgres_server import PostgresServer, find_bindir
 from service_fakes import FAKE_EXPERIMENT, FakeGrader
-
-TOKEN = "instructor-token-0123456789"
+from service_kit import wait_until
 
 
 @pytest.fixture(scope="session")
@@ -85,11 +83,3 @@ def make_client(settings_for, fake_experiment):
     yield make
     for client in opened:
         client.__exit__(None, None, None)
-
-
-def wait_until(condition, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)

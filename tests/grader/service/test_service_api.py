@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 
 import pytest
-from conftest import TOKEN, wait_until
 from service_fakes import FakeGrader, fake_report
+from service_kit import TOKEN, wait_until
 
 from grader.exercise import default_exercise
 from grader.report import Report

@@ -74,6 +74,11 @@ def test_two_api_nodes_and_two_workers_grade_40_submits_with_a_worker_killed(clu
     (_, api_a), (_, api_b) = cluster.api(), cluster.api()
     victim, _ = cluster.worker()
     cluster.worker()
+    # each node's workers register with the queue a moment after it reports ready
+    deadline = time.monotonic() + 30
+    while (nodes := httpx.get(f"{api_b}/healthz", timeout=30).json()["workers"]) != 2:
+        assert time.monotonic() < deadline, f"/healthz counts {nodes} grading nodes, not 2"
+        time.sleep(0.5)
     results: dict[str, list[tuple[str, bool, dict]]] = {}
     keys: dict[str, str] = {}
     killed = threading.Event()

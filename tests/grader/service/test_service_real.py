@@ -10,7 +10,7 @@ import threading
 import warnings
 
 import pytest
-from conftest import wait_until
+from service_kit import wait_until
 
 from grader.exercise import default_exercise
 from grader.report import Report

@@ -9,21 +9,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fake_lms import FakeLms
+from fake_lms import FakeLms, register
 from servers import LaunchBrowser, ServerThread
 from service_fakes import FakeGrader
 
-from grader.cli import main as cli_main
 from grader.service import create_app, load_settings
 from grader.service.plots import PlotRenderer
-
-
-def register(lms: FakeLms, data_dir: Path, *extra: str) -> None:
-    args = ["lti", "add-platform", "--data-dir", str(data_dir), "--issuer", lms.issuer]
-    args += ["--client-id", lms.client_id, "--deployment-id", lms.deployment]
-    args += ["--auth-url", f"{lms.base}/authorize", "--token-url", f"{lms.base}/token"]
-    args += ["--jwks-url", f"{lms.base}/jwks", *extra]
-    assert cli_main(args) == 0
 
 
 @pytest.fixture

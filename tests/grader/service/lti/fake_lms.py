@@ -20,6 +20,7 @@ from __future__ import annotations
 import html
 import time
 import uuid
+from pathlib import Path
 from urllib.parse import parse_qsl, urlencode
 
 import httpx
@@ -28,6 +29,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet, RSAKey
+
+from grader.cli import main as cli_main
 
 CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
 AGS = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
@@ -251,6 +254,16 @@ class FakeLms:
             return HTMLResponse(page)
 
         return app
+
+
+def register(lms: FakeLms, data_dir: Path, *extra: str) -> None:
+    """Register the fake LMS with the tool as an instructor would: `gspo-grader lti
+    add-platform` with its issuer, client, deployment and endpoints."""
+    args = ["lti", "add-platform", "--data-dir", str(data_dir), "--issuer", lms.issuer]
+    args += ["--client-id", lms.client_id, "--deployment-id", lms.deployment]
+    args += ["--auth-url", f"{lms.base}/authorize", "--token-url", f"{lms.base}/token"]
+    args += ["--jwks-url", f"{lms.base}/jwks", *extra]
+    assert cli_main(args) == 0
 
 
 def parse_form(body: bytes) -> dict:

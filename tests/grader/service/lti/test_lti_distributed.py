@@ -8,7 +8,7 @@ import time
 
 import httpx
 import pytest
-from conftest import register
+from fake_lms import register
 from servers import ServerThread
 from service_fakes import FakeGrader
 from test_lti_launch import session_of

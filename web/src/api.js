@@ -61,27 +61,33 @@ async function request(path, { method = "GET", body, key } = {}) {
 
 // Run and Submit answer 200 with the report, or 202 with a status ("queued" with its
 // position, or "grading") while the verdict takes longer; then the page polls runStatus or
-// submission until the status is "done" or "ungradable".
+// submission until the status is "done" or "ungradable". Both name the exercise graded (an
+// id from exercises(); left out: the root exercise).
 //
-// A student from an LMS submits and reads their history under the session; everyone else
-// under a name and key.
+// A student from an LMS submits and reads their history under the session (whose link fixes
+// the exercise); everyone else under a name and key, one exercise's history at a time.
 export const api = {
   useSession: (token) => {
     session = token;
   },
   signedIn: () => session !== null,
+  exercises: () => request("/api/exercises"),
   exercise: (id) => request(id ? `/api/exercises/${encodeURIComponent(id)}` : "/api/exercise"),
   ltiSession: () => request("/api/lti/session"),
-  run: (code) => request("/api/run", { method: "POST", body: { code } }),
+  run: (code, exercise) => request("/api/run", { method: "POST", body: { code, exercise } }),
   runStatus: (reportId) => request(`/api/runs/${encodeURIComponent(reportId)}`),
-  submit: (code, student, key) =>
+  submit: (code, student, key, exercise) =>
     session
-      ? request("/api/lti/submit", { method: "POST", body: { code } })
-      : request("/api/submit", { method: "POST", body: { code, student }, key }),
-  submissions: (student, key) =>
+      ? request("/api/lti/submit", { method: "POST", body: { code, exercise } })
+      : request("/api/submit", { method: "POST", body: { code, student, exercise }, key }),
+  submissions: (student, key, exercise) =>
     session
       ? request("/api/lti/submissions")
-      : request(`/api/submissions?student=${encodeURIComponent(student)}`, { key }),
+      : request(
+          `/api/submissions?student=${encodeURIComponent(student)}` +
+            (exercise ? `&exercise=${encodeURIComponent(exercise)}` : ""),
+          { key },
+        ),
   submission: (id, key) =>
     request(`/api${session ? "/lti" : ""}/submissions/${encodeURIComponent(id)}`, { key }),
 };

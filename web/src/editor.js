@@ -31,14 +31,14 @@ const theme = EditorView.theme({
 /**
  * Mount the editor in `parent`.
  * onChange(code) runs after every edit (autosave); onRun() on Mod-Enter.
- * Returns {getCode, setCode, focus}.
+ * Returns {getCode, setCode, load, focus}: setCode is an edit (undoable, autosaved); load
+ * opens another document with a fresh undo history (another exercise's code) and is not.
  */
 export function createEditor(parent, { code, onChange, onRun }) {
   const runKey = Prec.highest(keymap.of([{ key: "Mod-Enter", run: () => (onRun(), true) }]));
-  const view = new EditorView({
-    parent,
-    state: EditorState.create({
-      doc: code,
+  const stateOf = (doc) =>
+    EditorState.create({
+      doc,
       extensions: [
         runKey,
         lineNumbers(),
@@ -62,13 +62,14 @@ export function createEditor(parent, { code, onChange, onRun }) {
         }),
         theme,
       ],
-    }),
-  });
+    });
+  const view = new EditorView({ parent, state: stateOf(code) });
   return {
     getCode: () => view.state.doc.toString(),
     setCode(text) {
       view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: text } });
     },
+    load: (text) => view.setState(stateOf(text)),
     focus: () => view.focus(),
   };
 }

@@ -1,5 +1,6 @@
-// The student's past submissions, newest first. Each one reopens its stored report, so a
-// student can compare what changed between two attempts.
+// The student's past submissions to the exercise shown, newest first (the other exercises'
+// appear when the student picks them). Each one reopens its stored report, so a student can
+// compare what changed between two attempts.
 
 import { api } from "./api.js";
 import { h, replaceChildren } from "./dom.js";
@@ -30,11 +31,14 @@ function entry(item, onOpen) {
 }
 
 /**
- * Fill `container` with the submissions of `name` (which needs its key).
+ * Fill `container` with the submissions of `name` (which needs its key) to `exercise`.
  * onOpen(item, label) is called when the student picks one.
  */
-export async function renderHistory(container, { name, key, onOpen }) {
-  const heading = h("h2", {}, "Your submissions");
+export async function renderHistory(container, { name, key, exercise, onOpen }) {
+  const heading = [
+    h("h2", {}, "Your submissions"),
+    exercise ? h("p", { class: "muted history-exercise" }, `Exercise: ${exercise.title}`) : null,
+  ];
   if (!api.signedIn() && (!name || !key)) {
     replaceChildren(
       container,
@@ -45,7 +49,7 @@ export async function renderHistory(container, { name, key, onOpen }) {
   }
   replaceChildren(container, heading, h("p", { class: "muted" }, "Loading…"));
   try {
-    const data = await api.submissions(name, key);
+    const data = await api.submissions(name, key, exercise?.id);
     const items = data.submissions || [];
     replaceChildren(
       container,

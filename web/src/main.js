@@ -1,9 +1,11 @@
-// The page: wires the statement, the editor, Run/Submit, the results panel and the history.
+// The page: wires the exercise picker, the statement, the editor, Run/Submit, the results
+// panel and the history.
 
 import "./styles.css";
 import { api } from "./api.js";
 import { createEditor } from "./editor.js";
 import { h, replaceChildren } from "./dom.js";
+import { createPicker, exerciseInAddress, showInAddress } from "./exercises.js";
 import { renderHistory } from "./history.js";
 import { points, showBusy, showError, showIdle, showReport } from "./results.js";
 import { renderStatement } from "./statement.js";
@@ -13,6 +15,7 @@ import { startLtiSession } from "./lti.js";
 const $ = (id) => document.getElementById(id);
 const els = {
   title: $("title"),
+  exercise: $("exercise"),
   statement: $("statement"),
   history: $("history"),
   student: $("student"),
@@ -23,13 +26,17 @@ const els = {
   status: $("status"),
   tabs: [$("tab-statement"), $("tab-history")],
 };
-let exercise = null;
+let exercise = null; // the exercise shown (GET /api/exercises/{id})
+let rootId = null; // the root exercise's id: the one shown when the address names none
+let picker = null; // absent for an LMS session (its link fixes the exercise) or one exercise
+let opening = 0; // the latest openExercise: an older one that answers late is dropped
 let busy = false;
 let lti = null; // the LMS session, when the page was opened by a launch
 
+// Each exercise's code is kept on its own: loading another exercise never saves over it.
 const editor = createEditor($("editor"), {
-  code: storage.code() ?? "",
-  onChange: (code) => storage.saveCode(code),
+  code: "",
+  onChange: (code) => exercise && storage.saveCode(exercise.id, code),
   onRun: () => grade("run"),
 });
 
@@ -40,17 +47,18 @@ function setBusy(kind) {
     if (busy && button.id === kind) button.setAttribute("aria-busy", "true");
     else button.removeAttribute("aria-busy");
   }
+  picker?.setDisabled(busy); // a verdict belongs to the exercise it was asked for
 }
 
 function studentName() {
   return lti ? lti.name : els.student.value.trim();
 }
 
-async function request(kind) {
+async function request(kind, id) {
   const code = editor.getCode();
-  if (kind === "run") return settled(kind, await api.run(code));
+  if (kind === "run") return settled(kind, await api.run(code, id));
   const name = studentName();
-  const response = await api.submit(code, name, storage.keyFor(name));
+  const response = await api.submit(code, name, storage.keyFor(name), id);
   if (response.student_key && !lti) storage.saveKey(response.student, response.student_key);
   return settled(kind, response);
 }
@@ -87,7 +95,7 @@ function nameProblem() {
 }
 
 async function grade(kind) {
-  if (busy) return;
+  if (busy || !exercise) return;
   const problem = kind === "submit" ? nameProblem() : null;
   if (problem) {
     replaceChildren(els.results, h("p", { class: "alert server-error", role: "alert" }, problem));
@@ -100,9 +108,11 @@ async function grade(kind) {
     els.results,
     kind === "run" ? "Running the visible tests…" : "Grading your submission on every tier…",
   );
+  const asked = exercise;
   try {
-    const response = await request(kind);
+    const response = await request(kind, asked.id);
     done();
+    if (exercise !== asked) return; // the student went to another exercise (Back) meanwhile
     showReport(els.results, response.report, "", response.plots);
     els.status.textContent =
       response.status === "ungradable"
@@ -111,6 +121,7 @@ async function grade(kind) {
     if (kind === "submit") refreshHistory();
   } catch (error) {
     done();
+    if (exercise !== asked) return;
     showError(els.results, error);
     els.status.textContent = "Grading failed";
   } finally {
@@ -133,7 +144,12 @@ async function openSubmission(item, label) {
 
 function refreshHistory() {
   const name = studentName();
-  return renderHistory(els.history, { name, key: storage.keyFor(name), onOpen: openSubmission });
+  return renderHistory(els.history, {
+    name,
+    key: storage.keyFor(name),
+    exercise,
+    onOpen: openSubmission,
+  });
 }
 
 function selectTab(tab) {
@@ -153,24 +169,78 @@ function resetToStarter() {
   editor.focus();
 }
 
-async function loadExercise() {
+function problemLine(text) {
+  return h("p", { class: "alert server-error", role: "alert" }, text);
+}
+
+/**
+ * Show exercise `id` (null: the root one): its statement, its starter or the code kept for
+ * it, an empty results panel, its history. address: "push" or "replace" to name it in the
+ * address too; left out, the address stays as it is.
+ */
+async function openExercise(id, address) {
+  const ticket = ++opening;
+  const previous = exercise;
+  let next;
   try {
-    exercise = await api.exercise(lti?.exercise);
+    next = await api.exercise(id);
   } catch (error) {
-    replaceChildren(
-      els.statement,
-      h(
-        "p",
-        { class: "alert server-error", role: "alert" },
-        `The exercise could not be loaded. ${error.message}`,
-      ),
-    );
+    if (ticket !== opening) return;
+    if (error.status === 404 && id && id !== rootId) {
+      await openExercise(rootId, "replace");
+      els.results.prepend(
+        problemLine(`There is no exercise “${id}”; here is the first exercise instead.`),
+      );
+      return;
+    }
+    const problem = `The exercise could not be loaded. ${error.message}`;
+    if (previous) {
+      picker?.show(previous.id);
+      replaceChildren(els.results, problemLine(problem));
+    } else {
+      replaceChildren(els.statement, problemLine(problem));
+    }
     return;
   }
-  els.title.textContent = exercise.title;
-  document.title = `${exercise.title} · gspo-grader`;
-  renderStatement(els.statement, exercise);
-  if (storage.code() === null && editor.getCode() === "") editor.setCode(exercise.starter);
+  if (ticket !== opening) return;
+  rootId ??= next.id; // the list was not readable: then only the root exercise is opened
+  storage.adoptOldCode(rootId);
+  exercise = next;
+  picker?.show(next.id);
+  if (address) showInAddress(next.id, address);
+  els.title.textContent = next.title;
+  document.title = `${next.title} · gspo-grader`;
+  renderStatement(els.statement, next);
+  editor.load(storage.code(next.id) ?? next.starter);
+  if (previous && previous.id !== next.id) {
+    showIdle(els.results);
+    els.status.textContent = "";
+  }
+  if (!els.history.hidden) refreshHistory();
+}
+
+/** The exercises this service grades, or null when the list cannot be read. */
+async function catalog() {
+  try {
+    return await api.exercises();
+  } catch {
+    return null; // the exercise itself then says what is wrong
+  }
+}
+
+async function start() {
+  await signIn();
+  const exercises = await catalog();
+  rootId = exercises?.[0]?.id ?? null;
+  if (lti) {
+    await openExercise(lti.exercise); // the course's link fixes the exercise: no picker
+    return;
+  }
+  if (exercises && exercises.length > 1) {
+    picker = createPicker(els.exercise, exercises, (id) => openExercise(id, "push"));
+  }
+  window.addEventListener("popstate", () => openExercise(exerciseInAddress() ?? rootId));
+  await openExercise(exerciseInAddress() ?? rootId);
 }
 
 function wire() {
@@ -208,4 +278,4 @@ async function signIn() {
 
 wire();
 showIdle(els.results);
-signIn().then(loadExercise);
+start();

@@ -3,7 +3,7 @@
 // failing tests open, the toy experiment, metrics, and the captured output folded away.
 
 import { formatNumber, h, replaceChildren } from "./dom.js";
-import { toySection } from "./toy.js";
+import { stopPlots, toySection } from "./toy.js";
 
 const ERROR_TITLES = {
   syntax_error: "Syntax error",
@@ -25,6 +25,7 @@ export function showBusy(panel, text) {
   const timer = setInterval(() => {
     clock.textContent = `${Math.round((Date.now() - started) / 1000)} s`;
   }, 1000);
+  stopPlots(panel); // the report shown until now loads no more plots
   replaceChildren(
     panel,
     h(
@@ -44,6 +45,7 @@ export function showBusy(panel, text) {
 /** A request that failed (server down, 413, 503, 500): its message, never a blank panel. */
 export function showError(panel, error) {
   const hint = error.retryAfter ? ` Try again in ${error.retryAfter} s.` : "";
+  stopPlots(panel);
   replaceChildren(
     panel,
     h(
@@ -57,6 +59,7 @@ export function showError(panel, error) {
 
 /** The panel before anything was graded. */
 export function showIdle(panel) {
+  stopPlots(panel);
   replaceChildren(
     panel,
     h(
@@ -235,6 +238,7 @@ function errorGroups(tiers) {
 export function showReport(panel, report, caption = "", plotUrls = {}) {
   const tiers = report.tiers || [];
   const { names, repeats } = errorGroups(tiers);
+  stopPlots(panel);
   replaceChildren(
     panel,
     submissionError(report.submission_error),

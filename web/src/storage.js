@@ -1,6 +1,9 @@
-// What the page keeps in localStorage: the code being edited, the student's name, and the
-// secret key the service issued for each name (a name without its key cannot submit again).
+// What the page keeps in localStorage: the code being edited, one per exercise, the
+// student's name, and the secret key the service issued for each name (a name without its
+// key cannot submit again).
 
+// Before there were several exercises the page kept one code under CODE: the root
+// exercise's. Now each exercise's is under CODE.<id>.
 const CODE = "gspo-grader.code";
 const NAME = "gspo-grader.student";
 const KEYS = "gspo-grader.keys";
@@ -21,6 +24,16 @@ function write(key, value) {
   }
 }
 
+function remove(key) {
+  try {
+    window.localStorage.removeItem(key);
+  } catch {
+    // disabled: nothing was kept
+  }
+}
+
+const codeKey = (exercise) => `${CODE}.${exercise}`;
+
 function readKeys() {
   try {
     return JSON.parse(read(KEYS) || "{}") || {};
@@ -30,8 +43,17 @@ function readKeys() {
 }
 
 export const storage = {
-  code: () => read(CODE),
-  saveCode: (code) => write(CODE, code),
+  /** The code kept for `exercise`, or null when the student has not edited it here. */
+  code: (exercise) => read(codeKey(exercise)),
+  saveCode: (exercise, code) => write(codeKey(exercise), code),
+  /** Give the code kept before exercises had their own (the old single key) to the root
+   * exercise, unless it has its own already; then forget the old key. */
+  adoptOldCode(root) {
+    const old = read(CODE);
+    if (old === null) return;
+    if (read(codeKey(root)) === null) write(codeKey(root), old);
+    if (read(codeKey(root)) !== null) remove(CODE);
+  },
   student: () => read(NAME) || "",
   saveStudent: (name) => write(NAME, name),
   keyFor: (name) => readKeys()[name] || null,

@@ -75,38 +75,65 @@ export function toyTable(table) {
   return h("div", { class: "table-wrap" }, element, scale === null ? null : legend(scale));
 }
 
-/** An <img> that retries a few times: plots are rendered after the verdict is returned. */
+// A plot not drawn yet keeps its request open while the service draws it (up to its
+// plot_wait_seconds), and a browser opens at most six connections to one server: plots asked
+// for all at once, or a replaced report's plots still loading, hold them all and the page's
+// own requests (history, Submit, polling) wait behind them. So a report's plots load one
+// after the other, and a plot that left the page (its report was replaced) stops loading.
+
+/** A plot's figure, and load(): ask for the image (retrying a few times while it is being
+ *  drawn); resolves once it is shown, given up, or no longer on the page. */
 function plotFigure(plot, url) {
   const status = h("p", { class: "plot-status" }, "Drawing the plot…");
-  const img = h("img", { src: url, alt: plot.alt, decoding: "async" });
-  let tries = 0;
-  img.addEventListener("load", () => status.remove());
-  img.addEventListener("error", () => {
-    tries += 1;
-    if (tries > 4) {
-      status.textContent = `The plot "${plot.title}" could not be loaded.`;
-      status.classList.add("failed");
-      img.remove();
-      return;
-    }
-    const separator = url.includes("?") ? "&" : "?";
-    setTimeout(() => {
-      img.src = `${url}${separator}retry=${tries}`;
-    }, 800 * tries);
-  });
+  const img = h("img", { alt: plot.alt, decoding: "async" });
   const full = h(
     "a",
     { href: url, target: "_blank", rel: "noopener", title: "Open full size" },
     img,
   );
-  return h("figure", { class: "plot" }, status, full, h("figcaption", {}, plot.title));
+  const figure = h("figure", { class: "plot" }, status, full, h("figcaption", {}, plot.title));
+  const load = () =>
+    new Promise((resolve) => {
+      if (!img.isConnected) return resolve();
+      let tries = 0;
+      img.addEventListener("load", () => {
+        status.remove();
+        resolve();
+      });
+      img.addEventListener("error", () => {
+        tries += 1;
+        if (!img.isConnected) return resolve();
+        if (tries > 4) {
+          status.textContent = `The plot "${plot.title}" could not be loaded.`;
+          status.classList.add("failed");
+          img.remove();
+          return resolve();
+        }
+        const separator = url.includes("?") ? "&" : "?";
+        setTimeout(() => {
+          if (img.isConnected) img.src = `${url}${separator}retry=${tries}`;
+          else resolve();
+        }, 800 * tries);
+      });
+      img.src = url;
+    });
+  return { figure, load };
 }
 
-/** The whole toy section, or null when the report has no artifacts.
+/** Stop loading the plots inside `element` (about to be replaced): frees their connections. */
+export function stopPlots(element) {
+  for (const img of element.querySelectorAll(".plot img")) img.removeAttribute("src");
+}
+
+/** The whole toy section, or null when the report has no artifacts. Its plots start loading
+ *  once it is on the page (put it there in the same task, as showReport does).
  *  plotUrls: plot name -> URL, as the service answered beside the report. */
 export function toySection(artifacts, plotUrls = {}) {
   if (!artifacts) return null;
-  const plots = (artifacts.plots || []).filter((plot) => plotUrls[plot.name]);
+  const plots = (artifacts.plots || [])
+    .filter((plot) => plotUrls[plot.name])
+    .map((plot) => plotFigure(plot, plotUrls[plot.name]));
+  plots.reduce((before, plot) => before.then(plot.load), Promise.resolve());
   return h(
     "section",
     { class: "toy", "aria-label": "Toy experiment" },
@@ -116,7 +143,7 @@ export function toySection(artifacts, plotUrls = {}) {
       ? h(
           "div",
           { class: "plots" },
-          plots.map((plot) => plotFigure(plot, plotUrls[plot.name])),
+          plots.map((plot) => plot.figure),
         )
       : null,
   );

@@ -1,6 +1,6 @@
 """The exercises: GET /api/exercises (the catalog), GET /api/exercises/{id} (statement,
-starter, functions, tiers, plot names), and GET /api/exercise (the root exercise's, which
-the page reads today)."""
+starter, functions, tiers, plot names), and GET /api/exercise (the root exercise's; the page
+reads the first two)."""
 
 from __future__ import annotations
 

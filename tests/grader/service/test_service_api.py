@@ -258,6 +258,7 @@ def test_built_web_page_is_served_at_the_root(make_client, tmp_path):
     (web / "assets" / "app.js").write_text("console.log(1)")
     client, _ = make_client(web_dir=web)
     assert "gspo page" in client.get("/").text
+    assert "gspo page" in client.get("/?exercise=dpo").text  # the page's address of an exercise
     assert client.get("/assets/app.js").text == "console.log(1)"
     assert client.get("/api/exercise").status_code == 200
     assert client.get("/docs").status_code == 200

@@ -17,8 +17,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from page_actions import PLOTS_DECODED, code_key
 from page_server import CHROMIUM, CHROMIUM_ARGS, REPO, start_service, stop_service
-from test_page import PLOTS_DECODED
+
+from grader.exercise import default_exercise
 
 
 def passing_submission() -> str:
@@ -49,7 +51,8 @@ def main(argv: list[str]) -> int:
                 page.locator(".cm-content").click()
                 page.keyboard.press("Control+A")
                 page.keyboard.insert_text(passing_submission())
-                typed = page.evaluate("localStorage.getItem('gspo-grader.code')")
+                key = code_key(default_exercise().id)
+                typed = page.evaluate("key => localStorage.getItem(key)", key)
                 if typed != passing_submission():
                     raise SystemExit("the editor did not take the submission verbatim")
                 page.keyboard.press("Control+Home")

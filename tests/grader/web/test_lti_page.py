@@ -20,6 +20,7 @@ from fake_lms import FakeLms
 from servers import ServerThread
 
 from grader.cli import main as cli_main
+from grader.exercise import catalog
 
 pytestmark = pytest.mark.browser
 
@@ -111,3 +112,25 @@ def test_a_launch_in_the_lms_iframe_submits_and_the_score_reaches_the_lms(
     assert body["scoreGiven"] == body["scoreMaximum"] > 0
     tool.get_by_role("tab", name="History").click()
     expect(tool.locator(".history-item")).to_have_count(1)
+
+
+def test_a_launch_for_dpo_opens_dpo_without_a_picker_and_runs_dpo(lms_and_tool, course_page):
+    """The link fixes the exercise: no picker, and Run and Submit grade the link's exercise."""
+    from playwright.sync_api import expect
+
+    lms = lms_and_tool
+    lms.exercise = "dpo"
+    course_page.goto(f"{lms.base}/course")
+    tool = course_page.frame_locator("#tool")
+    expect(tool.get_by_text("Signed in as Ada Student-1")).to_be_visible(timeout=30_000)
+    expect(tool.locator("#title")).to_have_text(catalog()["dpo"].title)
+    expect(tool.locator(".cm-content")).to_contain_text("def dpo_loss")
+    expect(tool.locator("#exercise")).to_be_hidden()
+    with course_page.expect_request(
+        lambda request: request.method == "POST" and request.url.endswith("/api/run")
+    ) as run:
+        tool.get_by_role("button", name="Run", exact=True).click()
+    assert run.value.post_data_json["exercise"] == "dpo"
+    results = tool.get_by_role("region", name="Results")
+    expect(results.locator(".verdict")).to_contain_text("Not passed yet", timeout=GRADE_TIMEOUT_MS)
+    expect(results.locator("li.tier.failed").first).to_contain_text("T0")

@@ -99,5 +99,9 @@ def _toy_check(exercise: Exercise) -> Check:
     absent = [table.name for table in exercise.tables if table.name not in tables]
     problems = [f"plots not drawn: {missing}"] * bool(missing)
     problems += [f"tables missing: {absent}"] * bool(absent)
-    detail = f"{len(drawn)} plots, {len(tables)} tables"
+    detail = f"{counted(len(drawn), 'plot')}, {counted(len(tables), 'table')}"
     return Check("toy runs and renders", not problems, "; ".join(problems) or detail)
+
+
+def counted(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")

@@ -3,17 +3,16 @@
     python bench/bench_service.py            # full run (about 2-3 minutes here)
     python bench/bench_service.py --quick    # smoke run (fewer requests, 10 s of load)
 
-It prints four figures and asserts nothing about time:
-  1. cold: `python -m grader grade reference/gspo.py --json -` as a fresh process, a few times;
+It prints these figures and asserts nothing about time:
+  1. cold: `python -m grader grade reference/gspo.py --json -` as a fresh process, a few
+     times: the baseline, a grading with nothing warm (a fresh pytest over the tiers);
   2. warm: Submit of the reference over HTTP to a real server, sequentially: p50/p95, and how
-     many times faster than (1) (target: p50 <= cold/10 and under 300 ms);
+     many times faster than (1) (target: p50 <= cold/10 and under 300 ms), the CPU one warm
+     grading costs in the judge and in the sandboxed worker (from the reports' metrics);
+     (2c) Submits that alternate the exercises (what switching exercise costs);
   3. load: N concurrent clients submitting for a while: all answered correctly?, p99,
      gradings/s, peak memory (PSS and summed RSS) of the server's process tree;
-  4. naive: a fresh `pytest tests/tiers --submission FILE` process per submission, and the
-     ratio to (2); (2) also prints the CPU one warm grading costs in the judge and in the
-     sandboxed worker (from the reports' metrics), and a phase that alternates the GSPO and
-     DPO exercises (what switching exercise costs a Submit);
-  5. and 6. the distributed deployment (bench/distributed.py): what the queue adds to a
+  4. and 5. the distributed deployment (bench/distributed.py): what the queue adds to a
      Submit, and throughput with one and two worker processes (skip: --no-distributed).
 """
 
@@ -67,23 +66,6 @@ def bench_cold(runs: int) -> tuple[list[float], dict | None]:
         report = json.loads(done.stdout)
         times.append(seconds)
     return times, report
-
-
-def bench_naive(runs: int) -> list[float]:
-    """(4) A fresh pytest process over the tier suites per submission."""
-    times = []
-    with tempfile.TemporaryDirectory() as scratch:
-        out = Path(scratch) / "report.json"
-        argv = [PY, "-m", "pytest", "tests/tiers", "-q", "-p", "no:cacheprovider"]
-        argv += ["--submission", str(REFERENCE), "--grader-mode", "submit"]
-        argv += ["--grader-report", str(out)]
-        for _ in range(runs):
-            seconds, done = timed_process(argv)
-            if not out.is_file():
-                print(f"  naive pytest wrote no report (exit {done.returncode})")
-                return times
-            times.append(seconds)
-    return times
 
 
 class Server:
@@ -314,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pause", type=float, default=1.0, help="seconds between paced warm requests (1)"
     )
-    parser.add_argument("--no-distributed", action="store_true", help="skip phases 5 and 6")
+    parser.add_argument("--no-distributed", action="store_true", help="skip phases 4 and 5")
     args = parser.parse_args(argv)
     cold_runs = 2 if args.quick else 3
     n_warm = args.requests or (10 if args.quick else 30)
@@ -336,18 +318,13 @@ def main(argv: list[str] | None = None) -> int:
         try:
             print(f"  server healthy after {server.wait_ready():.1f} s (pool {args.pool_size})")
             # paced first: every request finds a pre-started worker (the warm latency)
-            warm_p50, _, overhead = report_phase_2(server, n_warm, code, expected, cold, args.pause)
+            _, _, overhead = report_phase_2(server, n_warm, code, expected, cold, args.pause)
             report_phase_2(server, n_warm, code, expected, cold)
             report_switching(server, n_warm)
             report_phase_3(server, args.clients, duration, code, expected)
         finally:
             server.stop()
 
-    print("(4) naive baseline: fresh `pytest tests/tiers --submission FILE` per submission")
-    naive = bench_naive(cold_runs)
-    print("  " + summary("naive", naive))
-    if naive:
-        print(f"  naive median / warm p50 = {statistics.median(naive) / warm_p50:.1f}x")
     if not args.no_distributed:
         import distributed
 

@@ -4,12 +4,12 @@ procrastinate, in the same run as the embedded phases.
 It starts a private PostgreSQL (initdb + pg_ctl in a temporary folder, as the tests do),
 `gspo-grader db upgrade`, one API node (`gspo-grader serve`) and grading nodes
 (`gspo-grader worker`), all on 127.0.0.1, and prints:
-  (5) paced sequential Submits: p50 and p95, and what the queue adds: each answer's time
+  (4) paced sequential Submits: p50 and p95, and what the queue adds: each answer's time
       minus the grading time in its report is the service's overhead (HTTP, queue, store,
       waiting for the verdict); distributed minus embedded (phase 2, same run), at p50 and
       p95 (aim: < 30 ms at p50). Grading times vary by hundreds of milliseconds on a shared
       machine, so comparing whole answer times would drown the queue in that noise;
-  (6) throughput under load with one worker process, then with two.
+  (5) throughput under load with one worker process, then with two.
 """
 
 from __future__ import annotations
@@ -96,14 +96,14 @@ def run(n: int, pause: float, clients: int, duration: float, judges: int, embedd
     """`embedded`: the service overheads (seconds) of phase (2), paced, from the same run."""
     bindir = find_bindir()
     if bindir is None:
-        print("(5) distributed: skipped, PostgreSQL is not installed (scripts/setup.sh --test)")
+        print("(4) distributed: skipped, PostgreSQL is not installed (scripts/setup.sh --test)")
         return
     server = PostgresServer(bindir)
     server.start()
     with tempfile.TemporaryDirectory() as scratch:
         cluster = Deployment(Path(scratch), server.new_database(), judges)
         try:
-            print(f"(5) distributed: 1 API node, 1 worker of {judges} judges, PostgreSQL")
+            print(f"(4) distributed: 1 API node, 1 worker of {judges} judges, PostgreSQL")
             print(f"  worker warm after {cluster.add_worker():.1f} s")
             code = bench.REFERENCE.read_text()
             warm, grading, _, ok = bench.bench_warm(cluster.port, n, code, None, pause)
@@ -129,7 +129,7 @@ def run(n: int, pause: float, clients: int, duration: float, judges: int, embedd
 
 
 def throughput(cluster: Deployment, workers: int, clients: int, duration: float, code: str) -> None:
-    print(f"(6) {clients} clients for {duration:.0f} s, {workers} worker process(es)")
+    print(f"(5) {clients} clients for {duration:.0f} s, {workers} worker process(es)")
     name = f"bench-distributed-{workers}"
     times, outcomes, elapsed, peak = bench.bench_load(cluster, clients, duration, code, None, name)
     graded = outcomes["ok"] + outcomes["wrong"]

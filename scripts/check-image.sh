@@ -15,7 +15,9 @@
 #                              on loopback for the build
 # Then the image runs twice: with the sandbox flags docs/deploy.md gives (everything must
 # pass, bwrap level), and with the engine's defaults (the grader must refuse to start, or
-# grade and say it runs on rlimits only). One line per check; "FAIL" lines say why.
+# grade and say it runs on resource limits only: "RLIMITS ONLY"). The texts looked for are
+# what grader/sandbox/isolation.py prints (describe(), WEAK_WARNING, CONTAINER_FLAGS_HINT),
+# case and all. One line per check; "FAIL" lines say why.
 # Needs root (rootful podman); installs podman, runc and debootstrap when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -301,7 +303,7 @@ doctor_says() {  # container, then each line doctor must print
     shift
     text=$(pm exec "$name" gspo-grader doctor) || return 1
     printf '%s\n' "$(grep -m1 'Sandbox level' <<<"$text")"
-    for line in "$@"; do grep -qF "$line" <<<"$text" || { echo "missing: $line"; return 1; }; done
+    for line in "$@"; do grep -qF -- "$line" <<<"$text" || { echo "missing: $line"; return 1; }; done
 }
 
 exercises_match() {  # the catalog inside holds every exercise folder of the checkout
@@ -338,8 +340,8 @@ stops_cleanly() {  # SIGTERM: the service closes (143 is uvicorn raising SIGTERM
     [[ ($status -eq 0 || $status -eq 143) && $((SECONDS - began)) -lt 30 && -n $closed ]]
 }
 
-refuses_to_start() {  # container, seconds: it must exit non-zero, naming the setting
-    local name=$1 limit=$2 began=$SECONDS state log
+refuses_to_start() {  # container, seconds, text: it must exit non-zero, naming the setting
+    local name=$1 limit=$2 text=$3 began=$SECONDS state log
     while ((SECONDS - began < limit)); do
         state=$(pm inspect --format '{{.State.Status}} {{.State.ExitCode}}' "$name")
         [[ $state == exited* ]] && break
@@ -351,7 +353,8 @@ refuses_to_start() {  # container, seconds: it must exit non-zero, naming the se
     fi
     log=$(pm logs "$name" 2>&1)
     echo "exit status ${state#exited } after $((SECONDS - began)) s: $(tail -1 <<<"$log")"
-    [[ ${state#exited } -ne 0 && $log == *GSPO_GRADER_SANDBOX_REQUIRE* ]]
+    [[ ${state#exited } -ne 0 && $log == *GSPO_GRADER_SANDBOX_REQUIRE* ]] || return 1
+    [[ $log == *"$text"* ]] || { echo "missing: $text"; return 1; }
 }
 
 healthz_names_level() {  # /healthz's isolation field, once the service has one
@@ -414,11 +417,11 @@ confined_run() {
     check "/healthz answers 200" healthy "$NAME" 300
     check "the image's HEALTHCHECK passes" health_check "$NAME"
     check "the container runs as a non-root user" non_root "$NAME"
-    check "doctor inside reports the bwrap level" doctor_says "$NAME" "Sandbox level: bwrap"
+    check "doctor inside reports the bwrap level" doctor_says "$NAME" "Sandbox level: bwrap (bubblewrap"
     check "a Submit of the reference passes, in a worker forked by the zygote" \
-        submit "$(url)" reference/gspo.py --expect pass --isolation "bwrap (zygote fork)"
+        submit "$(url)" reference/gspo.py --expect pass --isolation "bwrap (zygote fork): "
     check "a Submit of the starter fails, by the student's code" \
-        submit "$(url)" starter/gspo.py --expect fail --isolation "bwrap"
+        submit "$(url)" starter/gspo.py --expect fail --isolation "bwrap (zygote fork): "
     check "every exercise folder is in the image" exercises_match "$NAME"
     check "pid 1 reaps orphaned processes" orphans_reaped "$NAME"
     check "the service stops on SIGTERM" stops_cleanly "$NAME"
@@ -429,15 +432,17 @@ default_runs() {
     say "-- with the engine's defaults (no extra flags)"
     start_container "$NAME-defaults"
     check "GSPO_GRADER_SANDBOX_REQUIRE=bwrap (the image's default): the service refuses to start" \
-        refuses_to_start "$NAME-defaults" 120
+        refuses_to_start "$NAME-defaults" 120 "in a container, run it with the flags in docs/deploy.md"
     remove_container "$NAME-defaults"
     start_container "$NAME-rlimits" -e GSPO_GRADER_SANDBOX_REQUIRE=
-    check "GSPO_GRADER_SANDBOX_REQUIRE unset: doctor says rlimits, with a warning" \
-        doctor_says "$NAME-rlimits" "Sandbox level: rlimits" "WARNING"
+    check "GSPO_GRADER_SANDBOX_REQUIRE unset: doctor says rlimits, warns, names the flags" \
+        doctor_says "$NAME-rlimits" "Sandbox level: rlimits (prlimit+setpriv)" \
+        "WARNING: the sandbox runs on resource limits only" \
+        "HINT: bwrap is installed but its probe failed" "--security-opt 'unmask=/proc/*' (podman)"
     check "GSPO_GRADER_SANDBOX_REQUIRE unset: /healthz answers 200" \
         healthy "$NAME-rlimits" 300
     check "GSPO_GRADER_SANDBOX_REQUIRE unset: the report says rlimits only" \
-        submit "$(url)" reference/gspo.py --expect pass --isolation "rlimits only"
+        submit "$(url)" reference/gspo.py --expect pass --isolation "RLIMITS ONLY: uid 10001 (judge's)"
     check "GSPO_GRADER_SANDBOX_REQUIRE unset: /healthz names the level" healthz_names_level rlimits
     remove_container "$NAME-rlimits"
 }

@@ -607,13 +607,20 @@ node_healthy() {  # the worker's compose healthcheck (GET /healthz on 9400), run
     [[ $test == *9400/healthz* ]] && pm healthcheck run "$1"
 }
 
-node_metrics() {  # /metrics of a grading node, from inside its container
-    local text
-    text=$(pm exec "$1" python -c "import urllib.request; print(urllib.request.urlopen(
-        'http://127.0.0.1:9400/metrics', timeout=4).read().decode())") || return 1
-    grep -E '^gspo_grader_(ready|pool_size|gradings_total\{mode="submit",outcome="(passed|failed)")' \
-        <<<"$text" | tr '\n' ' '
-    grep -q '^gspo_grader_ready 1' <<<"$text"
+node_metrics() {  # both grading nodes' /metrics: warm, and counting the Submits between them
+    local want=$1 text total=0 count name
+    for name in "$(container_of worker 1)" "$(container_of worker 2)"; do
+        text=$(pm exec "$name" python -c "import urllib.request; print(urllib.request.urlopen(
+            'http://127.0.0.1:9400/metrics', timeout=4).read().decode())") || return 1
+        count=$(awk '/^gspo_grader_gradings_total\{mode="submit",outcome="(passed|failed)"\}/ {
+            n += $2 } END { print n + 0 }' <<<"$text")
+        printf '%s: %s Submit(s), %s; ' "${name##*_worker_}" "$count" \
+            "$(grep -E '^gspo_grader_ready ' <<<"$text")"
+        grep -q '^gspo_grader_ready 1' <<<"$text" || return 1
+        total=$((total + count))
+    done
+    echo "in all $total, expected $want"
+    [[ $total -eq $want ]]
 }
 
 compose_run() {
@@ -639,7 +646,7 @@ compose_run() {
         submit "$(url)" reference/gspo.py --expect pass --isolation "bwrap (zygote fork): "
     check "a Submit of the starter through the proxy fails, by the student's code" \
         submit "$(url)" starter/gspo.py --expect fail --isolation "bwrap (zygote fork): "
-    check "a grading node's /metrics" node_metrics "$(container_of worker 1)"
+    check "the grading nodes' /metrics count the two Submits" node_metrics 2
     check "podman-compose down leaves no container, network or volume" taken_down
 }
 

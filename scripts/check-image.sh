@@ -577,15 +577,18 @@ migrated() {  # the one-shot `db upgrade` ran to its end (restarted until the da
     [[ $state == "exited 0" ]]
 }
 
-grading_nodes_seen() {  # /healthz through the proxy counts $2 grading nodes, within $1 s
-    local began=$SECONDS body=""
+grading_nodes_seen() {  # /healthz through the proxy is ok and counts $2 nodes, within $1 s
+    # "workers" counts procrastinate's worker rows, and a grading node runs two (its
+    # gradings' queue and its plots' queue): $2 nodes show 2 x $2 once both have started
+    local began=$SECONDS body="" seen=0 want=$(($2 * 2))
     while ((SECONDS - began < $1)); do
         body=$(curl -s -w ' %{http_code}' "$(url)/healthz" || true)
-        [[ $body == *'"status":"ok"'*"\"workers\":$2"*' 200' ]] && break
+        seen=$(sed -n 's/.*"workers":\([0-9]*\).*/\1/p' <<<"$body")
+        [[ $body == *'"status":"ok"'*' 200' && ${seen:-0} -eq $want ]] && break
         sleep 3
     done
-    echo "after $((SECONDS - began)) s: $body"
-    [[ $body == *'"status":"ok"'*"\"workers\":$2"*' 200' ]]
+    echo "after $((SECONDS - began)) s, workers $seen (2 per grading node): $body"
+    [[ $body == *'"status":"ok"'*' 200' && ${seen:-0} -eq $want ]]
 }
 
 round_robin() {  # n requests through the proxy: both API nodes answered some of them
@@ -635,7 +638,7 @@ compose_run() {
     fi
     info "podman-compose up -d returned in $((SECONDS - began)) s (log: $CACHE/compose.log)"
     check "the one-shot db upgrade ran to its end" migrated 180
-    check "/healthz through the proxy: ok, with 2 grading nodes" grading_nodes_seen 420 2
+    check "/healthz through the proxy: ok, with both grading nodes" grading_nodes_seen 420 2
     info "the stack was ready $((SECONDS - began)) s after up"
     check "the proxy spreads requests over both API nodes" round_robin 10
     check "grading node 1 passes its healthcheck" node_healthy "$(container_of worker 1)"

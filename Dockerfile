@@ -80,7 +80,7 @@ WORKDIR /app
 COPY --from=exercises /out/ ./
 COPY --from=web /web/dist/ web/dist/
 
-# uid and gid alike: the sandbox maps both into its user namespaces
+# the grader's own user and group (any gid works: a forked worker maps uid and gid apart)
 RUN groupadd --gid 10001 grader \
     && useradd --uid 10001 --gid grader --no-create-home --home-dir /data \
         --shell /usr/sbin/nologin grader \

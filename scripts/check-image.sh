@@ -3,6 +3,9 @@
 #
 #   bash scripts/check-image.sh            build (bases cached), run, check; exit 0 if all hold
 #   bash scripts/check-image.sh --fresh    forget the cached bases and wheels first
+#   bash scripts/check-image.sh --compose  build, then bring deploy/compose.yaml up with
+#                                          podman-compose, check it through the proxy, and
+#                                          take it down (instead of the single-container runs)
 #
 # Public base images and PyTorch's index cannot be reached from this kind of machine, so the
 # Dockerfile's build arguments point elsewhere (their defaults stay the official ones):
@@ -15,8 +18,12 @@
 #                              on loopback for the build
 # Then the image runs twice: with the sandbox flags docs/deploy.md gives (everything must
 # pass, bwrap level), and with the engine's defaults (the grader must refuse to start, or
-# grade and say it runs on rlimits only). One line per check; "FAIL" lines say why.
-# Needs root (rootful podman); installs podman, runc and debootstrap when they are missing.
+# grade and say it runs on resource limits only: "RLIMITS ONLY"). The texts looked for are
+# what grader/sandbox/isolation.py prints (describe(), WEAK_WARNING, CONTAINER_FLAGS_HINT),
+# case and all. One line per check; "FAIL" lines say why.
+# Needs root (rootful podman); installs podman, runc and debootstrap when they are missing
+# (with --compose also podman-compose and the CNI dnsname plugin: the nodes find each other
+# by service name).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +38,12 @@ NAME=gspo-grader-check
 # the least privilege under which the sandbox reaches the bwrap level (docs/deploy.md):
 # unmask /proc (the one grant), no capabilities and no setuid gains (two further restrictions)
 SANDBOX_FLAGS=(--security-opt 'unmask=/proc/*' --cap-drop ALL --security-opt no-new-privileges)
+
+# --compose: stand-ins for the official postgres and nginx images, from the python base
+POSTGRES_BASE=localhost/gspo-grader-base/postgres:bookworm
+PROXY_BASE=localhost/gspo-grader-base/nginx:bookworm
+PROJECT=gspo-grader-check  # the compose project: its containers, network and volume
+compose_mode=0
 
 failures=0
 podman_global=()  # set by engine_quirks
@@ -47,7 +60,10 @@ pm() { podman "${podman_global[@]}" "$@"; }
 # ---- tools ------------------------------------------------------------------------------
 install_tools() {
     local missing=()
-    for pkg in podman runc debootstrap; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
+    local wanted=(podman runc debootstrap)
+    [[ $compose_mode -eq 1 ]] &&
+        wanted+=(podman-compose golang-github-containernetworking-plugin-dnsname)
+    for pkg in "${wanted[@]}"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
     [[ ${#missing[@]} -eq 0 ]] && return 0
     [[ $(id -u) -eq 0 ]] || die "missing ${missing[*]}; run as root or apt-get install -y ${missing[*]}"
     local began=$SECONDS
@@ -165,6 +181,83 @@ make_bases() {
     ok "base images made by debootstrap in $((SECONDS - began)) s ($PYTHON_BASE, $NODE_BASE)"
 }
 
+# ---- stand-ins for the compose file's postgres and nginx images ---------------------------
+# Built FROM the debootstrapped python base with Debian's own packages (PostgreSQL 15, nginx
+# 1.22), they behave as the official images do where deploy/compose.yaml relies on it: the
+# database is created from POSTGRES_USER, POSTGRES_PASSWORD and POSTGRES_DB on the first
+# start and pg_isready is on PATH; nginx reads /etc/nginx/conf.d/*.conf in the foreground.
+postgres_entrypoint() {
+    cat <<'SH'
+#!/bin/sh
+# the official image's contract, in short: create the database on the first start, as the
+# postgres user, from POSTGRES_USER, POSTGRES_PASSWORD and POSTGRES_DB; then run the server
+set -eu
+if [ "$(id -u)" = 0 ]; then
+    mkdir -p "$PGDATA" && chown postgres:postgres "$PGDATA" && chmod 700 "$PGDATA"
+    exec setpriv --reuid=postgres --regid=postgres --init-groups "$0" "$@"
+fi
+user=${POSTGRES_USER:-postgres}
+if [ ! -s "$PGDATA/PG_VERSION" ]; then
+    pwfile=$(mktemp)
+    printf '%s\n' "${POSTGRES_PASSWORD:?POSTGRES_PASSWORD is not set}" >"$pwfile"
+    initdb --pgdata="$PGDATA" --username="$user" --pwfile="$pwfile" --auth-local=trust \
+        --auth-host=scram-sha-256 >/dev/null
+    rm -f "$pwfile"
+    echo "host all all all scram-sha-256" >>"$PGDATA/pg_hba.conf"
+    pg_ctl --pgdata="$PGDATA" --options="-c listen_addresses= -k /tmp" --wait start >/dev/null
+    db=${POSTGRES_DB:-$user}
+    [ "$db" = postgres ] || createdb --host=/tmp --username="$user" "$db"
+    pg_ctl --pgdata="$PGDATA" --wait stop >/dev/null
+    echo "database $db created in $PGDATA"
+fi
+exec postgres -D "$PGDATA" -c listen_addresses='*' -k /tmp "$@"
+SH
+}
+
+make_compose_bases() {
+    local recipe work began=$SECONDS
+    recipe=$(printf '%s\n' "$(pm image inspect --format '{{.Id}}' "$PYTHON_BASE")" \
+        "$(declare -f make_compose_bases postgres_entrypoint)" | sha256sum | cut -c1-16)
+    if base_is_current "$POSTGRES_BASE" "$recipe" && base_is_current "$PROXY_BASE" "$recipe"; then
+        ok "compose stand-ins cached ($POSTGRES_BASE, $PROXY_BASE)"
+        return 0
+    fi
+    work=$(mktemp -d /var/tmp/gspo-grader-compose.XXXXXX)
+    postgres_entrypoint >"$work/entrypoint.sh"
+    chmod 755 "$work/entrypoint.sh"
+    cat >"$work/Postgres" <<EOF
+FROM $PYTHON_BASE
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends postgresql-15 \\
+    && apt-get clean && rm -rf /var/lib/apt/lists/* \\
+    && mkdir -p /var/lib/postgresql/data && chown postgres:postgres /var/lib/postgresql/data
+COPY entrypoint.sh /usr/local/bin/postgres-entrypoint
+ENV PGDATA=/var/lib/postgresql/data \\
+    PATH=/usr/lib/postgresql/15/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+LABEL gspo-grader.recipe=$recipe
+EXPOSE 5432
+STOPSIGNAL SIGINT
+ENTRYPOINT ["/usr/local/bin/postgres-entrypoint"]
+EOF
+    cat >"$work/Proxy" <<EOF
+FROM $PYTHON_BASE
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends nginx \\
+    && apt-get clean && rm -rf /var/lib/apt/lists/* /etc/nginx/sites-enabled/default \\
+    && ln -sf /dev/stdout /var/log/nginx/access.log && ln -sf /dev/stderr /var/log/nginx/error.log
+LABEL gspo-grader.recipe=$recipe
+STOPSIGNAL SIGQUIT
+CMD ["nginx", "-g", "daemon off;"]
+EOF
+    for pair in "Postgres:$POSTGRES_BASE" "Proxy:$PROXY_BASE"; do
+        pm build --format docker --network host "${limit_flags[@]}" -f "$work/${pair%%:*}" \
+            -t "${pair#*:}" "$work" >>"$CACHE/compose-bases.log" 2>&1 || {
+            rm -rf "$work"
+            die "building ${pair#*:} failed; see $CACHE/compose-bases.log"
+        }
+    done
+    rm -rf "$work"
+    ok "compose stand-ins built in $((SECONDS - began)) s ($POSTGRES_BASE, $PROXY_BASE)"
+}
+
 # ---- the Python packages, served on loopback -----------------------------------------------
 python311() {
     local python=${PYTHON:-python3}
@@ -275,7 +368,8 @@ start_container() {  # name, then podman run options
         >/dev/null 2>>"$CACHE/podman-run.log"
 }
 
-remove_container() { pm rm -f --ignore "$1" >/dev/null 2>>"$CACHE/podman-run.log" || true; }
+# -v: the anonymous volume the image's VOLUME /data gets
+remove_container() { pm rm -f -v --ignore "$1" >/dev/null 2>>"$CACHE/podman-run.log" || true; }
 
 remove_containers() {  # one at a time: podman 4.3's `rm -f A B` removes none if B is missing
     for name in "$NAME" "$NAME-defaults" "$NAME-rlimits"; do remove_container "$name"; done
@@ -301,7 +395,7 @@ doctor_says() {  # container, then each line doctor must print
     shift
     text=$(pm exec "$name" gspo-grader doctor) || return 1
     printf '%s\n' "$(grep -m1 'Sandbox level' <<<"$text")"
-    for line in "$@"; do grep -qF "$line" <<<"$text" || { echo "missing: $line"; return 1; }; done
+    for line in "$@"; do grep -qF -- "$line" <<<"$text" || { echo "missing: $line"; return 1; }; done
 }
 
 exercises_match() {  # the catalog inside holds every exercise folder of the checkout
@@ -338,8 +432,8 @@ stops_cleanly() {  # SIGTERM: the service closes (143 is uvicorn raising SIGTERM
     [[ ($status -eq 0 || $status -eq 143) && $((SECONDS - began)) -lt 30 && -n $closed ]]
 }
 
-refuses_to_start() {  # container, seconds: it must exit non-zero, naming the setting
-    local name=$1 limit=$2 began=$SECONDS state log
+refuses_to_start() {  # container, seconds, text: it must exit non-zero, naming the setting
+    local name=$1 limit=$2 text=$3 began=$SECONDS state log
     while ((SECONDS - began < limit)); do
         state=$(pm inspect --format '{{.State.Status}} {{.State.ExitCode}}' "$name")
         [[ $state == exited* ]] && break
@@ -351,7 +445,8 @@ refuses_to_start() {  # container, seconds: it must exit non-zero, naming the se
     fi
     log=$(pm logs "$name" 2>&1)
     echo "exit status ${state#exited } after $((SECONDS - began)) s: $(tail -1 <<<"$log")"
-    [[ ${state#exited } -ne 0 && $log == *GSPO_GRADER_SANDBOX_REQUIRE* ]]
+    [[ ${state#exited } -ne 0 && $log == *GSPO_GRADER_SANDBOX_REQUIRE* ]] || return 1
+    [[ $log == *"$text"* ]] || { echo "missing: $text"; return 1; }
 }
 
 healthz_names_level() {  # /healthz's isolation field, once the service has one
@@ -414,11 +509,11 @@ confined_run() {
     check "/healthz answers 200" healthy "$NAME" 300
     check "the image's HEALTHCHECK passes" health_check "$NAME"
     check "the container runs as a non-root user" non_root "$NAME"
-    check "doctor inside reports the bwrap level" doctor_says "$NAME" "Sandbox level: bwrap"
+    check "doctor inside reports the bwrap level" doctor_says "$NAME" "Sandbox level: bwrap (bubblewrap"
     check "a Submit of the reference passes, in a worker forked by the zygote" \
-        submit "$(url)" reference/gspo.py --expect pass --isolation "bwrap (zygote fork)"
+        submit "$(url)" reference/gspo.py --expect pass --isolation "bwrap (zygote fork): "
     check "a Submit of the starter fails, by the student's code" \
-        submit "$(url)" starter/gspo.py --expect fail --isolation "bwrap"
+        submit "$(url)" starter/gspo.py --expect fail --isolation "bwrap (zygote fork): "
     check "every exercise folder is in the image" exercises_match "$NAME"
     check "pid 1 reaps orphaned processes" orphans_reaped "$NAME"
     check "the service stops on SIGTERM" stops_cleanly "$NAME"
@@ -429,28 +524,160 @@ default_runs() {
     say "-- with the engine's defaults (no extra flags)"
     start_container "$NAME-defaults"
     check "GSPO_GRADER_SANDBOX_REQUIRE=bwrap (the image's default): the service refuses to start" \
-        refuses_to_start "$NAME-defaults" 120
+        refuses_to_start "$NAME-defaults" 120 "in a container, run it with the flags in docs/deploy.md"
     remove_container "$NAME-defaults"
     start_container "$NAME-rlimits" -e GSPO_GRADER_SANDBOX_REQUIRE=
-    check "GSPO_GRADER_SANDBOX_REQUIRE unset: doctor says rlimits, with a warning" \
-        doctor_says "$NAME-rlimits" "Sandbox level: rlimits" "WARNING"
+    check "GSPO_GRADER_SANDBOX_REQUIRE unset: doctor says rlimits, warns, names the flags" \
+        doctor_says "$NAME-rlimits" "Sandbox level: rlimits (prlimit+setpriv)" \
+        "WARNING: the sandbox runs on resource limits only" \
+        "HINT: bwrap is installed but its probe failed" "--security-opt 'unmask=/proc/*' (podman)"
     check "GSPO_GRADER_SANDBOX_REQUIRE unset: /healthz answers 200" \
         healthy "$NAME-rlimits" 300
     check "GSPO_GRADER_SANDBOX_REQUIRE unset: the report says rlimits only" \
-        submit "$(url)" reference/gspo.py --expect pass --isolation "rlimits only"
+        submit "$(url)" reference/gspo.py --expect pass --isolation "RLIMITS ONLY: uid 10001 (judge's)"
     check "GSPO_GRADER_SANDBOX_REQUIRE unset: /healthz names the level" healthz_names_level rlimits
     remove_container "$NAME-rlimits"
 }
 
+# ---- --compose: deploy/compose.yaml, brought up with podman-compose ---------------------------
+COMPOSE_PASSWORD=""  # set by compose_run: a new one each run
+
+compose() {  # podman-compose on this project, with the stand-ins and this machine's quirks
+    GRADER_IMAGE=$IMAGE POSTGRES_IMAGE=$POSTGRES_BASE PROXY_IMAGE=$PROXY_BASE \
+        GRADER_PORT=127.0.0.1:$PORT GRADER_POOL_SIZE=1 POSTGRES_PASSWORD=$COMPOSE_PASSWORD \
+        podman-compose --no-ansi -p "$PROJECT" -f deploy/compose.yaml \
+        --podman-run-args "${podman_global[*]} ${limit_flags[*]}" "$@"
+}
+
+container_of() { printf '%s_%s_%s' "$PROJECT" "$1" "${2:-1}"; }  # service, number: its container
+
+compose_down() {  # every container, the network and the volumes of the project, gone
+    [[ $compose_mode -eq 1 ]] || return 0
+    local name
+    # -v: the anonymous /data volume each grader container gets from the image's VOLUME
+    # (podman-compose 1.0.3's down leaves those behind); then down removes the named one
+    for name in $(pm ps -a --format '{{.Names}}' --filter "label=io.podman.compose.project=$PROJECT"); do
+        pm rm -f -v -t 10 "$name" >/dev/null 2>>"$CACHE/compose.log" || true
+    done
+    compose down -v -t 10 >>"$CACHE/compose.log" 2>&1 || true
+    pm network rm -f "${PROJECT}_default" >/dev/null 2>&1 || true
+    pm volume rm -f "${PROJECT}_pgdata" >/dev/null 2>&1 || true
+}
+
+migrated() {  # the one-shot `db upgrade` ran to its end (restarted until the database is up)
+    local name began=$SECONDS state restarts
+    name=$(container_of migrate)
+    while ((SECONDS - began < $1)); do
+        state=$(pm inspect --format '{{.State.Status}} {{.State.ExitCode}}' "$name" 2>&1) || true
+        [[ $state == "exited 0" ]] && break
+        sleep 2
+    done
+    restarts=$(pm inspect --format '{{.RestartCount}}' "$name" 2>/dev/null || echo '?')
+    echo "$state after $((SECONDS - began)) s, $restarts restart(s): $(pm logs "$name" 2>&1 | tail -1)"
+    [[ $state == "exited 0" ]]
+}
+
+grading_nodes_seen() {  # /healthz through the proxy is ok and counts $2 nodes, within $1 s
+    # "workers" counts procrastinate's worker rows, and a grading node runs two (its
+    # gradings' queue and its plots' queue): $2 nodes show 2 x $2 once both have started
+    local began=$SECONDS body="" seen=0 want=$(($2 * 2))
+    while ((SECONDS - began < $1)); do
+        body=$(curl -s -w ' %{http_code}' "$(url)/healthz" || true)
+        seen=$(sed -n 's/.*"workers":\([0-9]*\).*/\1/p' <<<"$body")
+        [[ $body == *'"status":"ok"'*' 200' && ${seen:-0} -eq $want ]] && break
+        sleep 3
+    done
+    echo "after $((SECONDS - began)) s, workers $seen (2 per grading node): $body"
+    [[ $body == *'"status":"ok"'*' 200' && ${seen:-0} -eq $want ]]
+}
+
+round_robin() {  # n requests through the proxy: both API nodes answered some of them
+    local n=$1 before1 before2 one two
+    before1=$(pm logs "$(container_of api-1)" 2>&1 | grep -c 'GET /healthz') || true
+    before2=$(pm logs "$(container_of api-2)" 2>&1 | grep -c 'GET /healthz') || true
+    for _ in $(seq "$n"); do curl -s -o /dev/null "$(url)/healthz"; done
+    sleep 1
+    one=$(( $(pm logs "$(container_of api-1)" 2>&1 | grep -c 'GET /healthz') - before1 ))
+    two=$(( $(pm logs "$(container_of api-2)" 2>&1 | grep -c 'GET /healthz') - before2 ))
+    echo "$n requests: api-1 answered $one, api-2 $two"
+    [[ $one -gt 0 && $two -gt 0 && $((one + two)) -eq $n ]]
+}
+
+node_healthy() {  # the worker's compose healthcheck (GET /healthz on 9400), run once
+    local test
+    test=$(pm inspect --format '{{json .Config.Healthcheck.Test}}' "$1")
+    echo "${test:-no healthcheck}"
+    [[ $test == *9400/healthz* ]] && pm healthcheck run "$1"
+}
+
+node_metrics() {  # both grading nodes' /metrics: warm, and counting the Submits between them
+    local want=$1 text total=0 count name
+    for name in "$(container_of worker 1)" "$(container_of worker 2)"; do
+        text=$(pm exec "$name" python -c "import urllib.request; print(urllib.request.urlopen(
+            'http://127.0.0.1:9400/metrics', timeout=4).read().decode())") || return 1
+        count=$(awk '/^gspo_grader_gradings_total\{mode="submit",outcome="(passed|failed)"\}/ {
+            n += $2 } END { print n + 0 }' <<<"$text")
+        printf '%s: %s Submit(s), %s; ' "${name##*_worker_}" "$count" \
+            "$(grep -E '^gspo_grader_ready ' <<<"$text")"
+        grep -q '^gspo_grader_ready 1' <<<"$text" || return 1
+        total=$((total + count))
+    done
+    echo "in all $total, expected $want"
+    [[ $total -eq $want ]]
+}
+
+compose_run() {
+    say "-- deploy/compose.yaml with podman-compose $(podman-compose version 2>/dev/null |
+        sed -n 's/^podman-compose[a-z]* version *//p' | head -1) (project $PROJECT)"
+    COMPOSE_PASSWORD=check-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+    compose_down
+    local began=$SECONDS
+    if ! compose up -d >"$CACHE/compose.log" 2>&1; then
+        fail "podman-compose up: $(tail -3 "$CACHE/compose.log" | tr '\n' ' ')"
+        return
+    fi
+    info "podman-compose up -d returned in $((SECONDS - began)) s (log: $CACHE/compose.log)"
+    check "the one-shot db upgrade ran to its end" migrated 180
+    check "/healthz through the proxy: ok, with both grading nodes" grading_nodes_seen 420 2
+    info "the stack was ready $((SECONDS - began)) s after up"
+    check "the proxy spreads requests over both API nodes" round_robin 10
+    check "grading node 1 passes its healthcheck" node_healthy "$(container_of worker 1)"
+    check "grading node 2 passes its healthcheck" node_healthy "$(container_of worker 2)"
+    check "doctor in a grading node reports the bwrap level" \
+        doctor_says "$(container_of worker 1)" "Sandbox level: bwrap (bubblewrap"
+    check "a Submit of the reference through the proxy passes, in a forked worker" \
+        submit "$(url)" reference/gspo.py --expect pass --isolation "bwrap (zygote fork): "
+    check "a Submit of the starter through the proxy fails, by the student's code" \
+        submit "$(url)" starter/gspo.py --expect fail --isolation "bwrap (zygote fork): "
+    check "the grading nodes' /metrics count the two Submits" node_metrics 2
+    check "podman-compose down leaves no container, network or volume" taken_down
+}
+
+taken_down() {
+    local began=$SECONDS left
+    compose_down
+    left=$(pm ps -a --filter "label=io.podman.compose.project=$PROJECT" --format '{{.Names}}')
+    left+=$(pm network ls --format '{{.Name}}' | grep -x "${PROJECT}_default" || true)
+    left+=$(pm volume ls --format '{{.Name}}' | grep -x "${PROJECT}_pgdata" || true)
+    echo "in $((SECONDS - began)) s; left: ${left:-nothing}"
+    [[ -z $left ]]
+}
+
 main() {
     local began=$SECONDS fresh=0
-    [[ ${1:-} == --fresh ]] && fresh=1
+    for arg in "$@"; do
+        case $arg in
+        --fresh) fresh=1 ;;
+        --compose) compose_mode=1 ;;
+        *) die "unknown option $arg (--fresh, --compose)" ;;
+        esac
+    done
     [[ $(id -u) -eq 0 ]] || die "run as root: the checks use rootful podman"
     install_tools
     engine_quirks
     mkdir -p "$CACHE"
     if [[ $fresh -eq 1 ]]; then
-        for image in "$IMAGE" "$PYTHON_BASE" "$NODE_BASE"; do
+        for image in "$IMAGE" "$POSTGRES_BASE" "$PROXY_BASE" "$PYTHON_BASE" "$NODE_BASE"; do
             pm rmi -f --ignore "$image" >/dev/null
         done
         rm -rf "${CACHE:?}"/*
@@ -460,11 +687,16 @@ main() {
     build_image
     check "no compiler or development tool in the image" lean
     report_size
-    confined_run
-    default_runs
+    if [[ $compose_mode -eq 1 ]]; then
+        make_compose_bases
+        compose_run
+    else
+        confined_run
+        default_runs
+    fi
     info "done in $((SECONDS - began)) s: $failures check(s) failed"
     [[ $failures -eq 0 ]]
 }
 
-trap 'stop_index; remove_containers' EXIT
+trap 'stop_index; remove_containers; compose_down' EXIT
 main "$@"

@@ -2,7 +2,8 @@
 
 Starts the process with its end of a socketpair as an inherited fd, waits for it to say it
 is warm, sends it requests, and reads back reports; kills its whole process group (its
-sandbox workers die with their parent) when it hangs, dies or is closed.
+sandbox workers die with their parent) when it hangs, dies or is closed. What the judge
+writes to stderr (its log) reaches the grader's stderr (stderr_relay.py).
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 from multiprocessing.connection import Connection
 
 from grader.judge.link import GradingRequest, LinkClosed, receive, send
+from grader.judge.stderr_relay import StderrRelay
 from grader.report import Report
 from grader.sandbox.worker.contract import WAITS, Limits
 
@@ -38,7 +39,6 @@ class JudgeClient:
         self.gradings = 0
         self.grading_wall_seconds = (limits or Limits()).grading_wall_seconds
         ours, theirs = socket.socketpair()
-        self._log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the judge)
         argv = [sys.executable, "-m", "grader.judge.process", "--fd", str(theirs.fileno())]
         argv += ["--limits", limits.to_json()] if limits is not None else []
         argv += ["--warm"] if warm else []
@@ -48,10 +48,11 @@ class JudgeClient:
             pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=self._log,
+            stderr=subprocess.PIPE,
             start_new_session=True,
         )
         theirs.close()
+        self._stderr = StderrRelay(self.process.stderr, self.process.pid)
         self._link = Connection(ours.detach())
 
     def wait_ready(self, timeout: float = WAITS.judge_ready_s) -> None:
@@ -103,14 +104,10 @@ class JudgeClient:
             self.process.wait()
         with contextlib.suppress(OSError):
             self._link.close()
-        self._log.close()
 
     def log_tail(self, limit: int = 1500) -> str:
-        """The end of the judge's stderr, for a grader error's detail."""
-        with contextlib.suppress(OSError, ValueError):
-            self._log.seek(0, os.SEEK_END)
-            size = self._log.tell()
-            self._log.seek(max(0, size - limit))
-            text = self._log.read().decode("utf-8", "replace").strip()
-            return f"\n{text}" if text else ""
-        return ""
+        """The end of the judge's stderr, for a grader error's detail (a judge that ended
+        is given a moment to have its last lines read)."""
+        ended = self.process.poll() is not None
+        text = self._stderr.tail(limit, wait_s=WAITS.judge_exit_s if ended else 0.0)
+        return f"\n{text}" if text else ""

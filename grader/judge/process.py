@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import logging
 import os
 import sys
 import traceback
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the engine names its one plugin
     link = Connection(args.fd)
     _quiet_stdout()
+    _log_to_stderr()
     limits = Limits.from_json(args.limits) if args.limits else Limits.from_env()
     workers = 1 if args.one_shot else args.spare_workers
     pool = WorkerPool(workers, limits, refill=not args.one_shot)
@@ -83,6 +85,17 @@ def _quiet_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.close(devnull)
+
+
+def _log_to_stderr() -> None:
+    """The sandbox's warnings (weaker than bwrap, a zygote that cannot fork) on stderr, which
+    the grader passes on to its own (client.py); at GSPO_GRADER_LOG_LEVEL, as the service."""
+    name = os.environ.get("GSPO_GRADER_LOG_LEVEL", "info").strip().upper()
+    level = logging.getLevelName(name)
+    logging.basicConfig(
+        level=level if isinstance(level, int) else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
 
 
 def _single_threaded_torch() -> None:

@@ -33,6 +33,7 @@ from grader.sandbox.output import OutputCapture
 from grader.sandbox.worker.contract import CHANNEL_FD, INFO_FD, WAITS, Limits
 
 log = logging.getLogger(__name__)
+_warned_levels: set[Level] = set()  # the weak levels this process has warned about
 
 WORKER_DIR = Path(__file__).resolve().parent / "worker"
 WORKER_SCRIPT = "main.py"
@@ -80,7 +81,8 @@ def start_worker(
     """
     info = isolation.detect_isolation(cap=level)
     isolation.check_required(info, require)
-    if info.weak:
+    if info.weak and info.level not in _warned_levels:  # once per process, not per worker
+        _warned_levels.add(info.level)
         log.warning("sandbox is weaker than bwrap: %s", info.details)
     root = isolation.running_as_root()
     limits = limits or Limits.from_env()

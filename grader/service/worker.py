@@ -13,7 +13,8 @@ and takes jobs from procrastinate's queue in PostgreSQL:
 Every worker sends a heartbeat every `heartbeat_seconds` and looks for jobs whose worker
 has been silent for `stalled_seconds` (killed, SIGSTOPped, its machine gone): such a job is
 queued again, or, after its second attempt, finished as ungradable. Its own counters are
-served as Prometheus text on http://0.0.0.0:METRICS_PORT/metrics.
+served as Prometheus text on http://0.0.0.0:METRICS_PORT/metrics, and whether it can grade
+on /healthz there (metrics_server.py).
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ class GradingWorker:
         if not await asyncio.to_thread(self.grader.wait_ready, 600.0):
             raise RuntimeError(f"the judges did not start: {self.grader.start_error}")
         await asyncio.to_thread(warm_plots)
-        metrics = MetricsServer(self.settings.metrics_port, self.exposition)
+        metrics = MetricsServer(self.settings.metrics_port, self.exposition, healthy=self.healthy)
         metrics.start()
         reaper = asyncio.create_task(self.reap_forever(), name="reaper")
         try:
@@ -207,6 +208,11 @@ class GradingWorker:
                 self.node.give_up(job, record.exercise, "the database went away on every attempt")
             elif self.store.adopt(kind, job_id, GRADE_TASK, grade_job_writer(self.deferrer, job)):
                 log.warning("%s was left without a queue job; queued again", job.key)
+
+    def healthy(self) -> bool:
+        """At least one judge is warm: this node can grade (GET /healthz on the metrics port)."""
+        stats = self.grader.stats()
+        return stats["ready"] + stats["busy"] > 0
 
     def exposition(self) -> str:
         try:

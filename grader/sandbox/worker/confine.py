@@ -133,20 +133,21 @@ def _drop_bounding_set() -> None:
 def _forbid_user_namespaces() -> None:
     """What bwrap's --disable-userns does: enter a user namespace, cap its children at one,
     and use that one up by entering it; then clear the capabilities the entry granted."""
-    outer_uid = os.getuid()
+    outer_uid, outer_gid = os.getuid(), os.getgid()
     _unshare(CLONE_NEWUSER, "user namespace")
-    _map_self(INSIDE_UID, outer_uid)
+    _map_self(INSIDE_UID, outer_uid, outer_gid)
     with open("/proc/sys/user/max_user_namespaces", "w") as limit:
         limit.write("1")
     _unshare(CLONE_NEWUSER, "nested user namespace")
-    _map_self(INSIDE_UID, INSIDE_UID)
+    _map_self(INSIDE_UID, INSIDE_UID, INSIDE_UID)
     _clear_capabilities()
 
 
-def _map_self(inside: int, outside: int) -> None:
-    """Map the one uid and gid this process has; setgroups is denied, as the kernel requires."""
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{inside} {outside} 1"),
-                       ("gid_map", f"{inside} {outside} 1")):  # fmt: skip
+def _map_self(inside: int, outside_uid: int, outside_gid: int) -> None:
+    """Map the one uid and the one gid this process has (each to `inside`); setgroups is
+    denied, as the kernel requires of a process that maps its own gid."""
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{inside} {outside_uid} 1"),
+                       ("gid_map", f"{inside} {outside_gid} 1")):  # fmt: skip
         with open(f"/proc/self/{name}", "w") as file:
             file.write(text)
 

@@ -166,13 +166,13 @@ def namespace_members(ns: str) -> list[int]:
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and _pid_ns(int(p)) == ns]
 
 
-def view_argv(uid: int | None, binds: list[Path]) -> list[str]:
+def view_argv(uid: int | None, binds: list[Path], gid: int | None = None) -> list[str]:
     """bwrap arguments that run a command in a read-only view of the system, this
     interpreter, the repository and `binds`, with world-traversable parents (the interpreter
     may lie below a 0700 /root), a private /tmp, and the host's /proc and pids (an
     unprivileged bwrap inside may only mount a proc of its own where the host's is fully
-    visible); as `uid` (None: root, sharing the uid-slot locks of /run/gspo-grader with the
-    host's judges)."""
+    visible); as `uid` and `gid` (gid None: the uid's number; uid None: root, sharing the
+    uid-slot locks of /run/gspo-grader with the host's judges)."""
     pairs = [*isolation.python_binds(), *[(str(p), str(p)) for p in (REPO, *binds)]]
     argv = ["bwrap", "--die-with-parent", "--ro-bind", "/etc", "/etc"]
     argv += [*isolation.read_only_view(pairs), "--dev", "/dev", "--chdir", str(REPO)]
@@ -180,7 +180,8 @@ def view_argv(uid: int | None, binds: list[Path]) -> list[str]:
     if uid is None:
         os.makedirs(uids.UID_LOCK_DIR, exist_ok=True)
         return [*argv, "--bind", uids.UID_LOCK_DIR, uids.UID_LOCK_DIR]
-    return [*argv, "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+    gid = uid if gid is None else gid
+    return [*argv, "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
 
 
 class Kit:

@@ -240,3 +240,35 @@ def test_a_venv_below_tmp_is_bound_after_the_private_tmp():
     bind = argv.index("/tmp/ci/venv")
     assert argv[tmpfs + 1] == "/tmp" and tmpfs < bind
     assert argv[argv.index("/tmp/ci") - 2 : argv.index("/tmp/ci")] == ["0755", "--dir"]
+
+
+def test_an_installed_but_blocked_bwrap_points_to_the_container_flags(monkeypatch, tmp_path):
+    """What a container run with the engine's defaults shows: bwrap is there, its probe
+    fails; doctor and the refusal to start name the flags of docs/deploy.md."""
+    fake = tmp_path / "bwrap"
+    fake.write_text(
+        "#!/bin/sh\necho 'bwrap: Can'\\''t mount proc on /newroot/proc: Operation not permitted'"
+        " >&2\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setenv(isolation.REQUIRE_ENV, "bwrap")
+    try:
+        info = detect_isolation(refresh=True)
+        text = doctor_report()
+        with pytest.raises(IsolationError, match="in a container, run it with the flags in docs"):
+            check_required(info)
+    finally:
+        isolation._detect.cache_clear()  # the next test probes this host's real bwrap again
+    assert info.level < Level.BWRAP
+    hint = next(line for line in text.splitlines() if line.startswith("HINT: "))
+    assert "bwrap probe exited 1: bwrap: Can't mount proc on /newroot/proc" in hint
+    assert "seccomp=unconfined" in hint and "systempaths=unconfined" in hint
+    assert "unmask=/proc/*" in hint and "docs/deploy.md" in hint
+
+
+def test_no_container_hint_when_bwrap_works_or_is_missing(monkeypatch, tmp_path):
+    assert isolation.blocked_bwrap_hint(_fake_info(Level.BWRAP)) is None
+    failed = IsolationInfo(Level.RLIMITS, "fake", "", {}, ("bwrap: bwrap probe exited 1: x",))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap installed: install it, no flags
+    assert isolation.blocked_bwrap_hint(failed) is None

@@ -22,6 +22,7 @@ from grader.sandbox import isolation
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.usefixtures("bwrap_level")]
 
 NOBODY = 65534
+OTHER_GID = 10001  # a gid unlike the uid, as an image's user may have
 
 LEVELS = textwrap.dedent(
     """
@@ -53,20 +54,25 @@ ID_SCRIPT = (
 MINIMAL_ENV = {"PATH", "HOME", "LANG", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PWD"}
 
 
-def _run_in_view(kit, uid, binds, command, timeout):
-    argv = [*kit.view_argv(uid, binds), *command]
+def _run_in_view(kit, uid, binds, command, timeout, gid=None):
+    argv = [*kit.view_argv(uid, binds, gid), *command]
     env = {"PATH": os.environ["PATH"], "HOME": "/tmp", "LANG": "C.UTF-8"}
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
 
 
-@pytest.mark.parametrize("uid", [None, NOBODY], ids=["root-judge", "unprivileged-judge"])
-def test_every_level_runs_and_says_what_it_is(kit, tmp_path, uid):
+@pytest.mark.parametrize(
+    ("uid", "gid"),
+    [(None, None), (NOBODY, None), (NOBODY, OTHER_GID)],
+    ids=["root-judge", "unprivileged-judge", "unprivileged-judge-gid-unlike-uid"],
+)
+def test_every_level_runs_and_says_what_it_is(kit, tmp_path, uid, gid):
+    """gid unlike uid: a forked worker maps each into its user namespace on its own."""
     if not isolation.running_as_root():
         pytest.skip("a view with another uid needs root to set it up")
     reference = str(kit.repo / "reference" / "gspo.py")
     folder = kit.write_scripts(tmp_path / "w", **{"id.py": ID_SCRIPT.format(repo=reference)})
     command = [sys.executable, "-c", LEVELS, str(folder)]
-    done = _run_in_view(kit, uid, [folder], command, timeout=180)
+    done = _run_in_view(kit, uid, [folder], command, timeout=180, gid=gid)
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["level"] == "BWRAP", done.stderr[-2000:]

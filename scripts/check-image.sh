@@ -578,16 +578,14 @@ migrated() {  # the one-shot `db upgrade` ran to its end (restarted until the da
 }
 
 grading_nodes_seen() {  # /healthz through the proxy is ok and counts $2 nodes, within $1 s
-    # "workers" counts procrastinate's worker rows, and a grading node runs two (its
-    # gradings' queue and its plots' queue): $2 nodes show 2 x $2 once both have started
-    local began=$SECONDS body="" seen=0 want=$(($2 * 2))
+    local began=$SECONDS body="" seen=0 want=$2
     while ((SECONDS - began < $1)); do
         body=$(curl -s -w ' %{http_code}' "$(url)/healthz" || true)
         seen=$(sed -n 's/.*"workers":\([0-9]*\).*/\1/p' <<<"$body")
         [[ $body == *'"status":"ok"'*' 200' && ${seen:-0} -eq $want ]] && break
         sleep 3
     done
-    echo "after $((SECONDS - began)) s, workers $seen (2 per grading node): $body"
+    echo "after $((SECONDS - began)) s, grading nodes $seen: $body"
     [[ $body == *'"status":"ok"'*' 200' && ${seen:-0} -eq $want ]]
 }
 

@@ -20,8 +20,8 @@ IDLE = "import os\nprint(os.getpid(), flush=True)\nos.read(3, 1)\n"
 
 
 def idle_processes(with_wrappers: bool = False) -> list[int]:
-    """Host pids of processes running the idle script, of any pool (from /proc); with
-    wrappers, the bwrap processes above them too (they name the script in their argv)."""
+    """Host pids of the interpreters running the idle script, of any pool (from /proc);
+    with wrappers, the setpriv and bwrap processes above them too."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -29,8 +29,9 @@ def idle_processes(with_wrappers: bool = False) -> list[int]:
                 argv = cmdline.read().split(b"\0")
         except OSError:
             continue
-        wrapper = argv[0].endswith(b"bwrap")
-        if (with_wrappers or not wrapper) and any(a.endswith(b"/idle.py") for a in argv):
+        # the interpreter itself; the setpriv and bwrap processes above it name it too
+        python = os.path.basename(argv[0]).startswith(b"python")
+        if (with_wrappers or python) and any(a.endswith(b"/idle.py") for a in argv):
             found.append(int(pid))
     return found
 

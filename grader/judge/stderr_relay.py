@@ -48,7 +48,7 @@ class StderrRelay:
         """The last `limit` characters read, stripped; wait up to `wait_s` for the pipe to
         close first (a judge that died may still have lines in it)."""
         if wait_s > 0:
-            self._thread.join(wait_s)
+            self.join(wait_s)
         with self._lock:
             text = "\n".join(self._tail)
         return text[-limit:].strip()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from cluster import Cluster, verdict
+from cluster import Cluster, verdict, wait_for
 from postgres_server import PostgresServer, find_bindir
 
 from grader.exercise import default_exercise
@@ -71,14 +71,12 @@ def test_an_api_node_needs_a_migrated_database_and_imports_no_torch(postgres, tm
 
 
 def test_two_api_nodes_and_two_workers_grade_40_submits_with_a_worker_killed(cluster):
-    (_, api_a), (_, api_b) = cluster.api(), cluster.api()
+    (_, api_a), (node_b, api_b) = cluster.api(), cluster.api()
     victim, _ = cluster.worker()
     cluster.worker()
-    # each node's workers register with the queue a moment after it reports ready
-    deadline = time.monotonic() + 30
-    while (nodes := httpx.get(f"{api_b}/healthz", timeout=30).json()["workers"]) != 2:
-        assert time.monotonic() < deadline, f"/healthz counts {nodes} grading nodes, not 2"
-        time.sleep(0.5)
+    # two grading nodes, not their four queue workers; each node's workers register with
+    # the queue a moment after it reports ready
+    wait_for(node_b, f"{api_b}/healthz", timeout=30, body='"workers":2,')
     results: dict[str, list[tuple[str, bool, dict]]] = {}
     keys: dict[str, str] = {}
     killed = threading.Event()

@@ -98,7 +98,7 @@ async function grade(kind) {
   if (busy || !exercise) return;
   const problem = kind === "submit" ? nameProblem() : null;
   if (problem) {
-    replaceChildren(els.results, h("p", { class: "alert server-error", role: "alert" }, problem));
+    replaceChildren(els.results, problemLine(problem));
     els.student.focus();
     return;
   }
@@ -262,10 +262,7 @@ async function signIn() {
   try {
     lti = await startLtiSession();
   } catch (error) {
-    replaceChildren(
-      els.results,
-      h("p", { class: "alert server-error", role: "alert" }, error.message),
-    );
+    replaceChildren(els.results, problemLine(error.message));
     return;
   }
   if (!lti) return;

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import select
 import struct
 import termios
 import threading
@@ -25,9 +26,17 @@ class OutputCapture:
             thread.start()
 
     def _drain(self, fd: int) -> None:
+        # Wait for data outside the lock, then read and keep it under the lock: bytes are
+        # either still in the pipe or kept, never in between, so settle() cannot miss them.
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)  # hang-up and errors are reported too
         try:
-            while chunk := os.read(fd, 65536):
+            while True:
+                poller.poll()
                 with self._lock:
+                    chunk = os.read(fd, 65536)  # readable or at its end: never blocks
+                    if not chunk:
+                        return
                     room = self._cap - self._kept
                     self._truncated |= len(chunk) > room
                     if room > 0:
@@ -39,7 +48,7 @@ class OutputCapture:
                 os.close(fd)
 
     def settle(self, timeout: float) -> None:
-        """Wait (at most `timeout`) until the drain threads have read what the pipes hold."""
+        """Wait (at most `timeout`) until the drain threads have kept what the pipes hold."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:

@@ -86,6 +86,7 @@ class ExerciseRuntime:
     tiers: list[Tier]
     tier_code: TierCode
     trusted: Trusted
+    forecasts: dict = field(default_factory=dict)  # Grading.forecasts, kept between gradings
 
     @classmethod
     def load(cls, exercise: Exercise) -> ExerciseRuntime:
@@ -110,7 +111,10 @@ class PreparedRun:
 
     @classmethod
     def collect(cls, runtime: ExerciseRuntime, limits: Limits, pool) -> PreparedRun:
-        grading = Grading(runtime.exercise, runtime.tiers, runtime.trusted, limits, pool)
+        grading = Grading(
+            runtime.exercise, runtime.tiers, runtime.trusted, limits, pool,
+            forecasts=runtime.forecasts,
+        )  # fmt: skip
         prepared = cls(runtime, grading)
         began = time.process_time()
         try:

@@ -45,8 +45,11 @@ from grader.report import (
     Timings,
 )
 from grader.sandbox import Limits, open_student
+from grader.sandbox.forecast import Forecast
 
 log = logging.getLogger(__name__)
+
+FORECASTS_KEPT = 8  # selections of tests (mode, tiers) whose last calls a judge remembers
 
 
 @dataclass
@@ -87,6 +90,9 @@ class Grading:
     problems: list[str] = field(default_factory=list)  # collection errors: the grader's
     request: GradingRequest | None = None
     collect_cpu_s: float = 0.0  # CPU the judge spent collecting the session ahead
+    # the calls of the last fully passed grading of each selection of tests, shared by the
+    # gradings of one exercise in this judge process (sandbox/forecast.py)
+    forecasts: dict[tuple, Forecast] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._stack = contextlib.ExitStack()
@@ -202,6 +208,7 @@ class Grading:
                     filename=request.filename,
                     limits=self.limits,
                     pool=self.pool,
+                    forecast=self.forecasts.get(self._selection()),
                 )
             )
         except Exception as error:  # the sandbox failed to start: never the student's fault
@@ -225,15 +232,18 @@ class Grading:
         with contextlib.suppress(Exception):
             self._stack.close()  # the worker ends; what it printed stays readable
         output, truncated, isolation, restarts, worker_cpu, trips = "", False, "", 0, 0.0, 0
+        sent_ahead = answered_ahead = 0
         if self._proxy is not None:
             with contextlib.suppress(Exception):
                 output, truncated = self._proxy.output()
             isolation, restarts = self._proxy.isolation, self._proxy.restarts
             worker_cpu, trips = self._proxy.worker_cpu_s, self._proxy.requests
+            sent_ahead = self._proxy.calls_sent_ahead
+            answered_ahead = self._proxy.calls_answered_ahead
         tiers = tier_results(self.tiers, list(self.records.values()))
         submission_error, grader_error = self._submission_error(), self._grader_error()
         records = list(self.records.values())
-        return Report(
+        report = Report(
             exercise=self.exercise.id,
             mode=self.request.mode,
             submission=self.request.name,
@@ -249,6 +259,8 @@ class Grading:
                 "tests_passed": float(sum(r.outcome == "passed" for r in records)),
                 "student_calls": float(self._calls),
                 "round_trips": float(trips),
+                "calls_sent_ahead": float(sent_ahead),
+                "calls_answered_ahead": float(answered_ahead),
                 "sandbox_restarts": float(restarts),
                 "judge_cpu_s": round(self._judge_cpu_s(), 4),
                 "worker_cpu_s": round(worker_cpu, 4),
@@ -263,6 +275,26 @@ class Grading:
                 tests_s=round(sum(r.duration_s for r in records), 4),
             ),
         )  # fmt: skip
+        self._keep_forecast(report)
+        return report
+
+    def _selection(self) -> tuple:
+        """Which tests this grading runs: gradings that run the same ones make the same calls."""
+        return (self.request.mode, tuple(self.records))
+
+    def _keep_forecast(self, report: Report) -> None:
+        """After a grading that passed every test without a restart, its calls become the
+        forecast of the next grading of the same tests (only passing gradings: the inputs a
+        test derives from the student's results are then the reference's, near enough)."""
+        if not report.passed or self._proxy is None or self._proxy.restarts:
+            return
+        forecast = self._proxy.script.forecast()
+        if forecast is None:
+            return
+        key = self._selection()
+        if key not in self.forecasts and len(self.forecasts) >= FORECASTS_KEPT:
+            del self.forecasts[next(iter(self.forecasts))]
+        self.forecasts[key] = forecast
 
     def _judge_cpu_s(self) -> float:
         """CPU this process spent on the grading, collecting its session ahead included."""

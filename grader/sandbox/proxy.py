@@ -13,10 +13,15 @@ starts a fresh worker and loads the source again: one crash fails one test, not 
 A function that timed out gets Limits.retry_wall_seconds for its later calls; once it has
 timed out twice, its remaining calls in this grading fail at once ("not run"), so code that
 never returns is judged in seconds, not after every test has waited out its own limit.
+
+Given a `Forecast` (the calls of an earlier grading of the same tests, see forecast.py), the
+proxy sends the forecast's next calls ahead and answers a call that equals the forecast's
+next one from the reply already on the way; replies are read strictly in request order.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import time
@@ -33,6 +38,7 @@ from grader.sandbox.errors import (
     StudentLoadError,
     StudentTimeout,
 )
+from grader.sandbox.forecast import AHEAD_BYTES, AHEAD_CALLS, Forecast, Script, call_key
 from grader.sandbox.worker.contract import WAITS, Limits, Op
 from grader.sandbox.worker.wire import (
     Channel,
@@ -59,12 +65,15 @@ class StudentProxy:
         filename: str = "submission.py",
         limits: Limits | None = None,
         pool=None,
+        forecast: Forecast | None = None,
     ) -> None:
         self.source, self.filename, self.functions = source, filename, tuple(functions)
         self.limits = limits or (pool.limits if pool is not None else Limits.from_env())
         self.load_error: LoadError | None = None
         self.restarts = 0
-        self.requests = 0  # round trips to a worker, load included
+        self.requests = 0  # requests sent to a worker, load and calls sent ahead included
+        self.calls_sent_ahead = self.calls_answered_ahead = 0
+        self.script = Script()  # this grading's calls: a forecast for the next one
         self.worker_cpu_s = 0.0  # CPU time of this proxy's workers, as their replies said
         self.isolation = ""
         self._pool, self._worker, self._channel = pool, None, None
@@ -74,6 +83,12 @@ class StudentProxy:
         self._timeouts: dict[str, int] = {}  # function name -> timeouts in this grading
         self._output: list[str] = []
         self._output_chars, self._truncated = 0, False
+        self._forecast = forecast  # None once dropped: no more calls are sent ahead
+        self._next = 0  # the forecast call that the next call should equal
+        self._ahead: collections.deque[tuple[int, int]] = collections.deque()  # (seq, call id)
+        self._unread: collections.deque[tuple[int, int]] = collections.deque()  # (seq, bytes)
+        self._unread_bytes = 0
+        self._stash: dict[int, tuple[dict, Frame]] = {}  # replies read before they were wanted
         for name in self.functions:
             if name.startswith("_") or hasattr(type(self), name) or name in vars(self):
                 raise ValueError(f"cannot proxy a function named {name!r}")
@@ -97,6 +112,8 @@ class StudentProxy:
         self._channel = Channel(worker.sock, worker.limits.wire())
         self._wait_ready()
         self.load_error = self._load()
+        if self.load_error is None:
+            self._send_ahead()
         return self
 
     def _wait_ready(self) -> None:
@@ -118,9 +135,7 @@ class StudentProxy:
             size = f"{len(self.source)} characters; the limit is {cap}"
             return LoadError("import_error", f"The submission is too large ({size}).")
         try:
-            reply, _, _ = self._request(
-                msg, "loading the submission", self.limits.call_wall_seconds
-            )
+            reply, _ = self._request(msg, "loading the submission", self.limits.call_wall_seconds)
         except StudentError as exc:  # a timeout or crash while the module body ran
             kind = exc.kind if exc.kind != "exception" else "import_error"
             return LoadError(kind, str(exc), exc.line, exc.student_traceback)
@@ -149,6 +164,7 @@ class StudentProxy:
         """Kill (reason given) or reap (it is exiting: wait up to `wait_s`) the worker;
         describe its end."""
         worker, self._worker, self._channel = self._worker, None, None
+        self._forget_ahead()
         if worker is None:
             return "no worker"
         if reason is None:
@@ -168,6 +184,7 @@ class StudentProxy:
         """The grading is over: keep what the worker printed, and end it in the background
         (idempotent). The captured output stays readable."""
         worker, self._worker, self._channel = self._worker, None, None
+        self._forget_ahead()
         if worker is None:
             return
         self._collect_output(worker, settle_s=WAITS.output_settle_s)
@@ -176,13 +193,37 @@ class StudentProxy:
 
     # -- requests --------------------------------------------------------------------------
 
-    def _request(self, msg: dict, what: str, seconds: float) -> tuple[dict, Frame, list]:
+    def _request(self, msg: dict, what: str, seconds: float) -> tuple[dict, Frame]:
         """One request and its reply within `seconds`; student failures become StudentError."""
         frame_out = self._encode(msg)
         deadline = time.monotonic() + seconds
+        self._send(msg["seq"], frame_out, what, seconds, deadline)
+        return self._receive(msg["seq"], what, seconds, deadline)
+
+    def _send(self, seq: int, frame: Encoded, what: str, seconds: float, deadline: float) -> None:
+        """Send a request once the unread replies leave it room (see forecast.AHEAD_BYTES)."""
+        while self._unread and self._unread_bytes + frame.nbytes > AHEAD_BYTES:
+            self._read_reply(what, seconds, deadline)
         self.requests += 1
         try:
-            self._channel.send_frame(frame_out, deadline)
+            self._channel.send_frame(frame, deadline)
+        except WireError as exc:
+            raise self._wire_failure(exc, what, seconds) from None
+        self._unread.append((seq, frame.nbytes))
+        self._unread_bytes += frame.nbytes
+
+    def _receive(self, seq: int, what: str, seconds: float, deadline: float) -> tuple[dict, Frame]:
+        """The reply to request `seq`; replies to earlier requests are read and kept."""
+        while seq not in self._stash:
+            self._read_reply(what, seconds, deadline)
+        reply, frame = self._stash.pop(seq)
+        if not reply["ok"]:
+            raise self._student_error(reply.get("error"))
+        return reply, frame
+
+    def _read_reply(self, what: str, seconds: float, deadline: float) -> None:
+        """Read the reply to the oldest request not yet answered, into the stash."""
+        try:
             frame = self._channel.recv(deadline)
         except WireError as exc:
             raise self._wire_failure(exc, what, seconds) from None
@@ -191,11 +232,11 @@ class StudentProxy:
             raise self._protocol_error("the worker sent a malformed reply")
         if isinstance(reply.get("cpu_s"), float):
             self._cpu_s = reply["cpu_s"]
-        if reply.get("seq") != msg["seq"]:
+        if not self._unread or reply.get("seq") != self._unread[0][0]:
             raise self._protocol_error("the worker's reply answers another request")
-        if not reply["ok"]:
-            raise self._student_error(reply.get("error"))
-        return reply, frame, frame_out.originals
+        seq, nbytes = self._unread.popleft()
+        self._unread_bytes -= nbytes
+        self._stash[seq] = (reply, frame)
 
     def _encode(self, msg: dict) -> Encoded:
         """Number the request and let it carry the graphs to release."""
@@ -241,8 +282,9 @@ class StudentProxy:
 
     # -- calls -----------------------------------------------------------------------------
 
-    def _timed(self, name: str, what: str, msg: dict) -> tuple[dict, Frame, list]:
-        """A request for function `name`, within the wall clock it has left (see above)."""
+    def _timed(self, name: str, what: str, msg: dict | None, seq: int = 0) -> tuple[dict, Frame]:
+        """A request for function `name` (or, msg None, the reply to request `seq`, sent
+        ahead), within the wall clock the function has left (see above)."""
         timeouts = self._timeouts.get(name, 0)
         if timeouts >= TIMEOUTS_BEFORE_NOT_RUN:
             raise StudentTimeout(f"not run: {name} timed out earlier in this grading")
@@ -250,6 +292,8 @@ class StudentProxy:
         if timeouts:
             seconds = min(seconds, self.limits.retry_wall_seconds)
         try:
+            if msg is None:
+                return self._receive(seq, what, seconds, time.monotonic() + seconds)
             return self._request(msg, what, seconds)
         except StudentTimeout:
             self._timeouts[name] = timeouts + 1
@@ -258,13 +302,84 @@ class StudentProxy:
     def _call(self, name: str, args: tuple, kwargs: dict) -> object:
         if self.load_error is not None:
             raise StudentLoadError(self.load_error, filename=self.filename)
-        if self._timeouts.get(name, 0) < TIMEOUTS_BEFORE_NOT_RUN:
-            self._ensure_worker()
-        self._next_id += 1
-        msg = {"op": Op.CALL, "id": self._next_id, "name": name, "args": list(args)}
-        msg["kwargs"], msg["grad"] = kwargs, torch.is_grad_enabled()
-        reply, _, originals = self._timed(name, name, msg)
-        return self._finish_call(name, msg["id"], reply, originals)
+        body = {"op": Op.CALL, "name": name, "args": list(args), "kwargs": kwargs}
+        body["grad"] = torch.is_grad_enabled()
+        encoded = encode(body, self.limits.wire())  # a WireError is the calling test's bug
+        key = call_key(encoded)
+        self.script.record(key, body)
+        ahead = self._take_ahead(key)
+        if ahead is not None:
+            seq, call_id = ahead
+            reply, _ = self._timed(name, name, None, seq)
+            self._send_ahead()
+        else:
+            if self._timeouts.get(name, 0) < TIMEOUTS_BEFORE_NOT_RUN:
+                self._ensure_worker()
+            self._next_id += 1
+            call_id = self._next_id
+            reply, _ = self._timed(name, name, {**body, "id": call_id})
+        return self._finish_call(name, call_id, reply, encoded.originals)
+
+    # -- calls sent ahead (forecast.py) ----------------------------------------------------
+
+    def _send_ahead(self) -> None:
+        """Send the forecast's next calls, up to AHEAD_CALLS not yet asked for and about
+        AHEAD_BYTES of requests not yet answered."""
+        forecast = self._forecast
+        while forecast is not None and self._worker is not None:
+            index = self._next + len(self._ahead)
+            if index >= len(forecast.calls) or len(self._ahead) >= AHEAD_CALLS:
+                return
+            call = forecast.calls[index]
+            if self._unread and self._unread_bytes + len(call.key) > AHEAD_BYTES:
+                return
+            self._next_id += 1
+            msg = {**call.body, "id": self._next_id}
+            frame = self._encode(msg)
+            try:  # it fits the socket's buffers: sending never waits for the worker
+                self._channel.send_frame(frame, time.monotonic() + WAITS.send_ahead_s)
+            except WireError:  # a dead worker: the next request meets it and says so
+                self._forecast = None
+                return
+            self.requests += 1
+            self._unread.append((msg["seq"], frame.nbytes))
+            self._unread_bytes += frame.nbytes
+            self._ahead.append((msg["seq"], msg["id"]))
+            self.calls_sent_ahead += 1
+
+    def _take_ahead(self, key: bytes) -> tuple[int, int] | None:
+        """(seq, call id) of the call sent ahead that equals this one; else None, and the
+        forecast is dropped."""
+        if self._forecast is None:
+            return None
+        if self._ahead and self._forecast.calls[self._next].key == key:
+            self._next += 1
+            self.calls_answered_ahead += 1
+            return self._ahead.popleft()
+        self._drop_forecast()
+        return None
+
+    def _drop_forecast(self) -> None:
+        """No more calls ahead: read the replies still coming, then release their graphs.
+        A worker slower than WAITS.forecast_drop_s is stopped; the next call starts another."""
+        self._forecast = None
+        pending, generation = list(self._ahead), self._generation
+        self._ahead.clear()
+        deadline = time.monotonic() + WAITS.forecast_drop_s
+        with contextlib.suppress(StudentError):  # the worker was stopped (_wire_failure)
+            for seq, call_id in pending:
+                while seq not in self._stash:
+                    self._read_reply("calls sent ahead", WAITS.forecast_drop_s, deadline)
+                self._stash.pop(seq)
+                self._release(call_id, generation)
+
+    def _forget_ahead(self) -> None:
+        """The worker is gone, and with it every request not yet answered."""
+        self._forecast = None
+        self._ahead.clear()
+        self._unread.clear()
+        self._unread_bytes = 0
+        self._stash.clear()
 
     def _finish_call(self, name: str, call_id: int, reply: dict, originals: list) -> object:
         """The call's result for the judge: mutations mirrored, gradients wired."""
@@ -300,7 +415,7 @@ class StudentProxy:
                     f"the worker that ran {name} has stopped since, so its graph is gone"
                 )
             msg = {"op": Op.BACKWARD, "id": call_id, "grad_outputs": grad_outputs}
-            reply, _, _ = self._timed(name, f"the backward of {name}", msg)
+            reply, _ = self._timed(name, f"the backward of {name}", msg)
             grads = reply.get("grads")
         try:
             return remote_autograd.check_grads(grads, inputs)
@@ -354,9 +469,12 @@ def open_student(
     filename: str = "submission.py",
     limits: Limits | None = None,
     pool=None,
+    forecast: Forecast | None = None,
 ) -> Iterator[StudentProxy]:
     """A loaded StudentProxy; its worker is stopped on exit. See .load_error first."""
-    proxy = StudentProxy(source, filename=filename, functions=functions, limits=limits, pool=pool)
+    proxy = StudentProxy(
+        source, filename=filename, functions=functions, limits=limits, pool=pool, forecast=forecast
+    )
     try:
         yield proxy.start()
     finally:

@@ -61,6 +61,9 @@ class Waits:
     confine_s: float = 10.0  # inside the zygote: the monitor reports the worker confined
     exit_after_eof_s: float = 2.0  # a worker that closed its channel finishes exiting
     output_settle_s: float = 0.05  # the pipes' last bytes reach the judge's drain threads
+    send_ahead_s: float = 2.0  # a call sent ahead fits the socket's buffers: it leaves at once
+    forecast_drop_s: float = 1.0  # the replies to calls sent ahead, once a call differs;
+    # then the worker is stopped and the next call starts another (proxy.py)
     status_after_kill_s: float = 10.0  # a forked worker's monitor reports how it ended
     pidfd_info_s: float = 10.0  # bwrap writes the init's pid on its info descriptor
     sweep_s: float = 5.0  # every process of a worker's uid is gone after the kill

@@ -116,3 +116,52 @@ def test_any_exercise_of_the_catalog_is_graded_by_the_same_judge(grader):
     assert [table.name for table in report.artifacts.tables] == ["pairs", "token_grads"]
     back = grader.grade(REFERENCE, tiers=["T0"])  # and back to the root exercise
     assert back.exercise == "gspo" and back.passed
+
+
+COUNTING = (
+    REFERENCE.replace("def sequence_ratio(", "def _sequence_ratio(").replace(
+        "def gspo_loss(", "def _gspo_loss("
+    )
+    + """
+
+CALLS = 0
+
+
+def sequence_ratio(logp, old_logp, mask):
+    global CALLS
+    CALLS += 1
+    print("call", CALLS)
+    return _sequence_ratio(logp, old_logp, mask)
+
+
+def gspo_loss(logp, old_logp, advantages, mask, clip_eps=0.2):
+    global CALLS
+    CALLS += 1
+    print("call", CALLS)
+    return _gspo_loss(logp, old_logp, advantages, mask, clip_eps)
+"""
+)
+
+
+def calls_run(report) -> int:
+    """How many calls the worker ran, as the counting submission printed them."""
+    return max(int(line.split()[1]) for line in report.output.splitlines() if line[:5] == "call ")
+
+
+def test_a_grading_is_answered_ahead_from_the_last_one_and_a_run_never_sees_submit_calls():
+    with Grader(pool_size=1, limits=LIMITS, warm=False) as fresh:
+        submit = fresh.grade(COUNTING, mode="submit")
+        first_run = fresh.grade(COUNTING, mode="run")
+        second_run = fresh.grade(COUNTING, mode="run")
+        second_submit = fresh.grade(COUNTING, mode="submit")
+    for report in (submit, first_run, second_run, second_submit):
+        assert report.passed, report.grader_error or report.submission_error
+        # the worker ran exactly the calls the tests made: none forecast and dropped
+        assert calls_run(report) == report.metrics["student_calls"]
+    assert submit.metrics["calls_sent_ahead"] == 0  # nothing graded before it
+    # a Run is not forecast by a Submit: the hidden tests' inputs never reach it
+    assert first_run.metrics["calls_sent_ahead"] == 0
+    assert first_run.metrics["student_calls"] < submit.metrics["student_calls"]
+    for later in (second_run, second_submit):
+        calls = later.metrics["student_calls"]
+        assert later.metrics["calls_answered_ahead"] == later.metrics["calls_sent_ahead"] == calls

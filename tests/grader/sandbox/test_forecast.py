@@ -1,0 +1,140 @@
+"""Calls sent ahead from a forecast: the same answers as one round trip per call, sooner.
+
+Each test records the calls of one proxy (its `script`) and replays them as the forecast
+of a second proxy, as the judge does from one grading to the next. The submission counts
+its own calls, so a test sees exactly which calls the worker ran.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader.sandbox import Limits, WorkerPool, open_student
+from grader.sandbox.forecast import AHEAD_CALLS
+from grader.sandbox.worker.contract import WAITS
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("time_guard")]
+GUARD_S = 90  # per test: two worker starts on a busy machine, and a drop's wait
+
+REFERENCE = (Path(__file__).resolve().parents[3] / "reference" / "gspo.py").read_text()
+COUNTING = """
+import time
+import torch
+
+CALLS = 0
+
+
+def count(x):
+    global CALLS
+    CALLS += 1
+    return x * 0 + CALLS
+
+
+def scaled(x, factor):
+    if float(x.flatten()[0]) == 99.0:
+        while True:  # only ever called from a forecast in these tests
+            time.sleep(0.01)
+    return x * factor
+"""
+FUNCTIONS = ("sequence_ratio", "gspo_loss", "count", "scaled")
+SOURCE = REFERENCE + COUNTING
+LIMITS = Limits(cpu_seconds=60, call_wall_seconds=5, grading_wall_seconds=300)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with WorkerPool(1, LIMITS) as warm:
+        yield warm
+
+
+def batch(seed: int):
+    g = torch.Generator().manual_seed(seed)
+    old = -(0.1 + 2 * torch.rand(3, 5, generator=g, dtype=torch.float64))  # [B, L]
+    logp = (old + 0.1 * torch.randn(3, 5, generator=g, dtype=torch.float64)).requires_grad_()
+    mask = torch.ones(3, 5)
+    mask[1, 3:] = 0
+    return logp, old, torch.tensor([1.0, -0.5, 2.0], dtype=torch.float64), mask
+
+
+def losses(student, seeds) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Each seed's loss and d loss / d logp, as a tier test computes them."""
+    out = []
+    for seed in seeds:
+        logp, old, adv, mask = batch(seed)
+        loss = student.gspo_loss(logp, old, adv, mask, clip_eps=0.2)
+        loss.backward()
+        out.append((loss.detach(), logp.grad))
+    return out
+
+
+def recorded(pool, calls, source: str = SOURCE) -> object:
+    """The forecast that a first proxy's calls make."""
+    with open_student(source, functions=FUNCTIONS, pool=pool) as first:
+        calls(first)
+        assert first.calls_sent_ahead == 0  # no forecast, nothing ahead
+        return first.script.forecast()
+
+
+def test_calls_equal_to_the_forecast_are_answered_ahead_with_the_same_results(pool):
+    seeds = [1, 2, 3, 4, 5]
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as plain:
+        expected = losses(plain, seeds)
+    forecast = recorded(pool, lambda s: losses(s, seeds))
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool, forecast=forecast) as ahead:
+        got = losses(ahead, seeds)
+        assert ahead.calls_sent_ahead == ahead.calls_answered_ahead == len(seeds)
+    for (loss, grad), (want_loss, want_grad) in zip(got, expected, strict=True):
+        assert torch.equal(loss, want_loss) and torch.equal(grad, want_grad)
+
+
+def test_the_worker_runs_exactly_the_calls_made_while_the_forecast_holds(pool):
+    xs = [torch.full((2,), float(k)) for k in range(5)]
+    forecast = recorded(pool, lambda s: [s.count(x) for x in xs])
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool, forecast=forecast) as ahead:
+        counts = [int(ahead.count(x)[0]) for x in xs]
+        assert ahead.calls_answered_ahead == len(xs)
+    assert counts == [1, 2, 3, 4, 5]  # each call saw the calls before it, and no others
+
+
+def test_a_call_that_differs_drops_the_forecast_and_gets_its_own_answer(pool):
+    xs = [torch.full((2,), float(k)) for k in range(5)]
+    forecast = recorded(pool, lambda s: [s.count(x) for x in xs])
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool, forecast=forecast) as ahead:
+        assert int(ahead.count(xs[0])[0]) == 1
+        other = ahead.scaled(torch.tensor([3.0, 4.0]), 2.0)  # not the forecast's next call
+        assert torch.equal(other, torch.tensor([6.0, 8.0]))
+        # the 4 calls sent ahead and dropped were run, their answers thrown away; from here
+        # on, every call is one round trip
+        assert int(ahead.count(xs[1])[0]) == 1 + 4 + 1
+        assert ahead.calls_answered_ahead == 1 and ahead.calls_sent_ahead == 5
+        assert ahead.restarts == 0
+
+
+def test_at_most_AHEAD_CALLS_are_sent_before_they_are_asked_for(pool):
+    xs = [torch.full((2,), float(k)) for k in range(3 * AHEAD_CALLS)]
+    forecast = recorded(pool, lambda s: [s.count(x) for x in xs])
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool, forecast=forecast) as ahead:
+        ahead.count(xs[0])
+        assert ahead.calls_sent_ahead == AHEAD_CALLS + 1  # the one answered, then topped up
+        ahead.scaled(torch.ones(2), 1.0)  # differs: AHEAD_CALLS dropped
+        assert int(ahead.count(xs[1])[0]) == 1 + AHEAD_CALLS + 1
+
+
+def test_a_dropped_call_that_never_returns_costs_one_short_wait(pool):
+    # recorded from another submission (the judge keeps forecasts across students)
+    safe = SOURCE.replace("== 99.0", "== -1.0")
+    calls = [(1.0, 2.0), (99.0, 2.0)]
+    forecast = recorded(pool, lambda s: [s.scaled(torch.full((2,), v), f) for v, f in calls], safe)
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool, forecast=forecast) as ahead:
+        assert torch.equal(ahead.scaled(torch.full((2,), 1.0), 2.0), torch.full((2,), 2.0))
+        start = time.monotonic()
+        # differs from the forecast's `scaled(99)`, in which the worker is stuck for ever
+        assert torch.equal(ahead.scaled(torch.full((2,), 5.0), 2.0), torch.full((2,), 10.0))
+        waited = time.monotonic() - start
+        assert ahead.restarts == 1  # the stuck worker was stopped, a fresh one answered
+        assert ahead.calls_answered_ahead == 1
+    assert waited >= WAITS.forecast_drop_s

@@ -207,7 +207,7 @@ def bench_warm(port: int, n: int, code: str, expected_score, pause: float = 0.0)
     client = Client(port, f"bench-warm-{'paced' if pause else 'back-to-back'}", code)
     for _ in range(3):  # warm-up: the first requests create the student and touch caches
         client.submit()
-    times, grading, cpu, ok = [], [], [], 0
+    times, grading, cpu, ahead, ok = [], [], [], [], 0
     for _ in range(n):
         if pause:
             time.sleep(pause)
@@ -218,8 +218,10 @@ def bench_warm(port: int, n: int, code: str, expected_score, pause: float = 0.0)
         if parsed:
             report = parsed["report"]
             grading.append(report["timings"]["total_s"])
-            cpu.append((report["metrics"]["judge_cpu_s"], report["metrics"]["worker_cpu_s"]))
-    return times, grading, cpu, ok
+            metrics = report["metrics"]
+            cpu.append((metrics["judge_cpu_s"], metrics["worker_cpu_s"]))
+            ahead.append(metrics["calls_answered_ahead"] / max(metrics["student_calls"], 1))
+    return times, grading, cpu, ahead, ok
 
 
 def bench_switching(port: int, n: int, codes: dict[str, str]):
@@ -337,7 +339,7 @@ def report_phase_2(
 ) -> tuple[float, float, list[float]]:
     paced = f", each {pause:g} s after the previous answer" if pause else ", back to back"
     print(f"(2) warm Submit over HTTP, {n} sequential requests{paced}")
-    warm, grading, cpu, ok = bench_warm(server.port, n, code, expected, pause)
+    warm, grading, cpu, ahead, ok = bench_warm(server.port, n, code, expected, pause)
     print("  " + summary("warm", warm))
     print("  " + summary("of which grading (report.timings.total_s)", grading))
     if cpu:
@@ -346,6 +348,8 @@ def report_phase_2(
             f"  CPU per grading (median): judge {judge_cpu:.0f} ms, sandboxed worker "
             f"{worker_cpu:.0f} ms"
         )
+        share = statistics.median(ahead) * 100
+        print(f"  student calls answered from calls sent ahead (median): {share:.0f}%")
     overhead = [total - graded for total, graded in zip(warm, grading, strict=False)]
     if overhead:
         print("  " + summary("service overhead (answer time minus grading time)", overhead))

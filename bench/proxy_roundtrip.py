@@ -71,17 +71,13 @@ def main(argv: list[str] | None = None) -> int:
     local = time_step(step(load_reference()), args.n)
     source = (REPO / "reference" / "gspo.py").read_text()
     started = time.perf_counter()
-    with open_student(source) as student:
+    with open_student(source, functions=("sequence_ratio", "gspo_loss")) as student:
         ready = time.perf_counter() - started
-        remote = time_step(step(student), args.n)
-        # the floor: an empty request (release nothing) answered by the worker; a call plus
-        # its backward costs two of these round trips plus the work on both sides
-        empty = time_step(lambda: student._request({"op": "release", "ids": []}, "ping"), args.n)
+        remote = time_step(step(student), args.n)  # no forecast: one round trip per call
         isolation = student.isolation
     print(f"B={args.B} L={args.L} n={args.n}; worker start + load {ready:.2f} s; {isolation}")
     print(summary("local", local))
     print(summary("proxy", remote))
-    print(summary("ping", empty) + "   (one empty round trip: the scheduling floor)")
     overhead = statistics.median(remote) - statistics.median(local)
     print(f"overhead median {overhead:.3f} ms per call + backward")
     return 0

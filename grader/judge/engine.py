@@ -41,6 +41,7 @@ from grader.judge.registry import Tier, TierRegistryError, load_tiers
 from grader.judge.tiercode import TierCode
 from grader.report import Report
 from grader.sandbox import Limits
+from grader.sandbox.forecast import Forecast
 
 # every plugin a grading never asks for is left out: each loaded plugin is registered and
 # scanned again on every grading
@@ -86,7 +87,7 @@ class ExerciseRuntime:
     tiers: list[Tier]
     tier_code: TierCode
     trusted: Trusted
-    forecasts: dict = field(default_factory=dict)  # Grading.forecasts, kept between gradings
+    forecasts: dict[tuple, Forecast] = field(default_factory=dict)  # kept between gradings
 
     @classmethod
     def load(cls, exercise: Exercise) -> ExerciseRuntime:

@@ -16,9 +16,9 @@ the worker ran it on equal bytes. The worker itself is unchanged: it answers req
 order, as ever. What the student's code can notice is that, after a difference, its
 functions were called a few more times (at most AHEAD_CALLS) than the tests asked for.
 
-A forecast is kept only from a grading that passed every test (`Script.forecast`), and
-only for the same selection of tests (mode and tiers), so a Run never receives a hidden
-test's inputs.
+The judge keeps a forecast only from a grading that passed every test, and only for the
+same selection of tests (mode and tiers), so a Run never receives a hidden test's inputs
+(judge/grading.py, `Grading._keep_forecast`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class Forecast:
 
 def call_key(encoded: Encoded) -> bytes:
     """The bytes two calls must share to be the same call (the length prefix left out)."""
-    return b"".join(bytes(part) for part in encoded.parts[1:])
+    return b"".join(encoded.parts[1:])
 
 
 @dataclass
@@ -59,11 +59,16 @@ class Script:
     calls: list[ForecastCall] = field(default_factory=list)
 
     def record(self, key: bytes, body: dict) -> None:
+        """A call no forecast foresaw: its tensors are copied (the test may change them)."""
         tensors = tensors_in([body["args"], body["kwargs"]])
         copies = {id(t): _private_copy(t) for t in tensors}
         kept = {**body, "args": replace_tensors(body["args"], copies)}
         kept["kwargs"] = replace_tensors(body["kwargs"], copies)
         self.calls.append(ForecastCall(key, kept))
+
+    def repeat(self, call: ForecastCall) -> None:
+        """A call equal to the forecast's: the forecast's own copies serve again."""
+        self.calls.append(call)
 
     def forecast(self) -> Forecast | None:
         return Forecast(tuple(self.calls)) if self.calls else None

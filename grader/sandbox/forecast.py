@@ -16,6 +16,9 @@ the worker ran it on equal bytes. The worker itself is unchanged: it answers req
 order, as ever. What the student's code can notice is that, after a difference, its
 functions were called a few more times (at most AHEAD_CALLS) than the tests asked for.
 
+A call is encoded once: its bytes are the key it is compared by, and sending it (now or in
+a later grading) adds only the request's envelope (`codec.with_fields`).
+
 The judge keeps a forecast only from a grading that passed every test, and only for the
 same selection of tests (mode and tiers), so a Run never receives a hidden test's inputs
 (judge/grading.py, `Grading._keep_forecast`).
@@ -23,11 +26,10 @@ same selection of tests (mode and tiers), so a Run never receives a hidden test'
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 
-import torch
-
-from grader.sandbox.worker.codec import Encoded, replace_tensors, tensors_in
+from grader.sandbox.worker.codec import Encoded
 
 AHEAD_CALLS = 8  # calls sent before the test asks: enough to keep the worker busy
 AHEAD_BYTES = 64 << 10  # requests whose replies are unread: far below a socket's buffers,
@@ -36,20 +38,25 @@ AHEAD_BYTES = 64 << 10  # requests whose replies are unread: far below a socket'
 
 @dataclass(frozen=True)
 class ForecastCall:
-    """One call of a past grading: what to compare, and the request to send again."""
+    """One call as the proxy encoded it (name, arguments, grad mode; no sequence number or
+    call id): what two calls must share to be the same call, and the request to send again."""
 
-    key: bytes  # the encoded body: header and tensor bytes
-    body: dict  # {"op", "name", "args", "kwargs", "grad"}, its tensors private copies
+    key: bytes  # the encoded body: its JSON header, then its tensors' bytes (a copy)
+    header_nbytes: int
+
+    @classmethod
+    def of(cls, encoded: Encoded) -> ForecastCall:
+        return cls(b"".join(encoded.parts[1:]), len(encoded.parts[1]))
+
+    def body(self) -> Encoded:
+        """The encoded body again, for `codec.with_fields` to number and send."""
+        view, size = memoryview(self.key), self.header_nbytes
+        return Encoded([struct.pack(">I", size), view[:size], view[size:]], [], [])
 
 
 @dataclass(frozen=True)
 class Forecast:
     calls: tuple[ForecastCall, ...]
-
-
-def call_key(encoded: Encoded) -> bytes:
-    """The bytes two calls must share to be the same call (the length prefix left out)."""
-    return b"".join(encoded.parts[1:])
 
 
 @dataclass
@@ -58,26 +65,8 @@ class Script:
 
     calls: list[ForecastCall] = field(default_factory=list)
 
-    def record(self, key: bytes, body: dict) -> None:
-        """A call no forecast foresaw: its tensors are copied (the test may change them)."""
-        tensors = tensors_in([body["args"], body["kwargs"]])
-        copies = {id(t): _private_copy(t) for t in tensors}
-        kept = {**body, "args": replace_tensors(body["args"], copies)}
-        kept["kwargs"] = replace_tensors(body["kwargs"], copies)
-        self.calls.append(ForecastCall(key, kept))
-
-    def repeat(self, call: ForecastCall) -> None:
-        """A call equal to the forecast's: the forecast's own copies serve again."""
+    def record(self, call: ForecastCall) -> None:
         self.calls.append(call)
 
     def forecast(self) -> Forecast | None:
         return Forecast(tuple(self.calls)) if self.calls else None
-
-
-def _private_copy(t: torch.Tensor) -> torch.Tensor:
-    """Equal bytes on the wire: the same values, dtype, shape, requires_grad and leafness."""
-    copy = t.detach().clone()
-    if not t.requires_grad:
-        return copy
-    copy.requires_grad_(True)
-    return copy if t.is_leaf else copy.view_as(copy)

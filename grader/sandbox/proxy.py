@@ -38,7 +38,7 @@ from grader.sandbox.errors import (
     StudentLoadError,
     StudentTimeout,
 )
-from grader.sandbox.forecast import AHEAD_BYTES, AHEAD_CALLS, Forecast, Script, call_key
+from grader.sandbox.forecast import AHEAD_BYTES, AHEAD_CALLS, Forecast, ForecastCall, Script
 from grader.sandbox.worker.contract import WAITS, Limits, Op
 from grader.sandbox.worker.wire import (
     Channel,
@@ -48,6 +48,7 @@ from grader.sandbox.worker.wire import (
     WireError,
     WireTimeout,
     encode,
+    with_fields,
 )
 
 MAX_RESTARTS = 20  # a submission that crashes on every call stops being restarted
@@ -193,9 +194,11 @@ class StudentProxy:
 
     # -- requests --------------------------------------------------------------------------
 
-    def _request(self, msg: dict, what: str, seconds: float) -> tuple[dict, Frame]:
+    def _request(
+        self, msg: dict, what: str, seconds: float, body: Encoded | None = None
+    ) -> tuple[dict, Frame]:
         """One request and its reply within `seconds`; student failures become StudentError."""
-        frame_out = self._encode(msg)
+        frame_out = self._encode(msg, body)
         deadline = time.monotonic() + seconds
         self._send(msg["seq"], frame_out, what, seconds, deadline)
         return self._receive(msg["seq"], what, seconds, deadline)
@@ -238,12 +241,15 @@ class StudentProxy:
         self._unread_bytes -= nbytes
         self._stash[seq] = (reply, frame)
 
-    def _encode(self, msg: dict) -> Encoded:
-        """Number the request and let it carry the graphs to release."""
+    def _encode(self, msg: dict, body: Encoded | None = None) -> Encoded:
+        """Number the request and let it carry the graphs to release; `body`, the rest of
+        the request (a call's), is encoded already."""
         msg["release"], self._released = self._released, []
         self._seq += 1
         msg["seq"] = self._seq
         try:
+            if body is not None:
+                return with_fields(body, msg, self._channel.limits)
             return encode(msg, self._channel.limits)
         except WireError:  # a value the wire refuses: the calling test's bug, not the student's
             self._released.extend(msg["release"])
@@ -282,7 +288,9 @@ class StudentProxy:
 
     # -- calls -----------------------------------------------------------------------------
 
-    def _timed(self, name: str, what: str, msg: dict | None, seq: int = 0) -> tuple[dict, Frame]:
+    def _timed(
+        self, name: str, what: str, msg: dict | None, seq: int = 0, body: Encoded | None = None
+    ) -> tuple[dict, Frame]:
         """A request for function `name` (or, msg None, the reply to request `seq`, sent
         ahead), within the wall clock the function has left (see above)."""
         timeouts = self._timeouts.get(name, 0)
@@ -294,7 +302,7 @@ class StudentProxy:
         try:
             if msg is None:
                 return self._receive(seq, what, seconds, time.monotonic() + seconds)
-            return self._request(msg, what, seconds)
+            return self._request(msg, what, seconds, body)
         except StudentTimeout:
             self._timeouts[name] = timeouts + 1
             raise
@@ -305,20 +313,20 @@ class StudentProxy:
         body = {"op": Op.CALL, "name": name, "args": list(args), "kwargs": kwargs}
         body["grad"] = torch.is_grad_enabled()
         encoded = encode(body, self.limits.wire())  # a WireError is the calling test's bug
-        key = call_key(encoded)
-        ahead = self._take_ahead(key)
+        call = ForecastCall.of(encoded)
+        ahead = self._take_ahead(call.key)
         if ahead is not None:
-            self.script.repeat(self._forecast.calls[self._next - 1])
+            self.script.record(self._forecast.calls[self._next - 1])
             seq, call_id = ahead
             reply, _ = self._timed(name, name, None, seq)
             self._send_ahead()
         else:
-            self.script.record(key, body)
+            self.script.record(call)
             if self._timeouts.get(name, 0) < TIMEOUTS_BEFORE_NOT_RUN:
                 self._ensure_worker()
             self._next_id += 1
             call_id = self._next_id
-            reply, _ = self._timed(name, name, {**body, "id": call_id})
+            reply, _ = self._timed(name, name, {"id": call_id}, body=encoded)
         return self._finish_call(name, call_id, reply, encoded.originals)
 
     # -- calls sent ahead (forecast.py) ----------------------------------------------------
@@ -335,8 +343,8 @@ class StudentProxy:
             if self._unread and self._unread_bytes + len(call.key) > AHEAD_BYTES:
                 return
             self._next_id += 1
-            msg = {**call.body, "id": self._next_id}
-            frame = self._encode(msg)
+            msg = {"id": self._next_id}
+            frame = self._encode(msg, call.body())
             try:  # it fits the socket's buffers: sending never waits for the worker
                 self._channel.send_frame(frame, time.monotonic() + WAITS.send_ahead_s)
             except WireError:  # a dead worker: the next request meets it and says so

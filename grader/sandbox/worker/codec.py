@@ -235,6 +235,32 @@ def encode(value: object, limits: WireLimits) -> Encoded:
     return Encoded(parts, enc.originals, enc.keep_alive, 4 + len(header) + enc.nbytes)
 
 
+_DICT_HEAD = b'{"v":{"dict":{'  # how every encoded frame whose value is a dict begins
+
+
+def with_fields(body: Encoded, fields: dict, limits: WireLimits) -> Encoded:
+    """The frame of `body`'s dict with `fields` (tensor-free values) added, its tensor bytes
+    reused as they are: a request's envelope (sequence number, call id, graphs to release)
+    around a call encoded once. `fields` must not repeat a key of the body."""
+    if not fields:
+        return body
+    header = bytes(body.parts[1])
+    if not header.startswith(_DICT_HEAD) or header[len(_DICT_HEAD) :].startswith(b"}"):
+        raise ValueError("with_fields needs the frame of a non-empty dict")
+    enc = _Encoder(limits)
+    extra = _HEADER_ENCODER.encode(enc.mapping(fields, 1))
+    if enc.specs:
+        raise ValueError("with_fields adds no tensors")
+    grown = b"".join((_DICT_HEAD, extra[1:-1].encode("ascii"), b",", header[len(_DICT_HEAD) :]))
+    if len(grown) > limits.max_header_bytes:
+        raise WireError(f"header of {len(grown)} bytes; the wire allows {limits.max_header_bytes}")
+    nbytes = body.nbytes - len(header) + len(grown)
+    if nbytes - 4 > limits.max_message_bytes:
+        raise WireError(f"frame exceeds {limits.max_message_bytes} bytes")
+    parts = [struct.pack(">I", len(grown)), grown, *body.parts[2:]]
+    return Encoded(parts, body.originals, body.keep_alive, nbytes)
+
+
 def _reject_constant(name: str) -> None:
     raise ValueError(f"bare {name} is not allowed; non-finite floats are tagged")
 

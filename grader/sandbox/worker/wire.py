@@ -28,6 +28,7 @@ from .codec import (
     WireTimeout,
     encode,
     parse_header,
+    with_fields,
 )
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "WireTimeout",
     "encode",
     "parse_header",
+    "with_fields",
 ]
 
 _JOIN_BELOW = 1 << 20  # frames smaller than this go out in one sendall

@@ -23,6 +23,8 @@ from grader.sandbox.worker.wire import (
     WireError,
     WireLimits,
     WireTimeout,
+    encode,
+    with_fields,
 )
 
 SMALL = WireLimits(
@@ -170,6 +172,29 @@ def test_float_payloads_round_trip_bitwise(values):
 def test_large_frame_round_trips_in_parts():
     sent = torch.randn(600_000)  # 2.4 MB: sent part by part, not joined
     assert torch.equal(round_trip(sent).value, sent)
+
+
+def test_fields_added_to_an_encoded_dict_arrive_with_its_tensors(pair):
+    x = torch.randn(2, 3, requires_grad=True)
+    body = encode({"op": "call", "args": [x, x * 2], "kwargs": {}}, SMALL)
+    pair[0].send_frame(with_fields(body, {"seq": 7, "release": [1, 2]}, SMALL))
+    frame = pair[1].recv(time.monotonic() + 5)
+    assert set(frame.value) == {"op", "args", "kwargs", "seq", "release"}
+    assert frame.value["seq"] == 7 and frame.value["release"] == [1, 2]
+    assert torch.equal(frame.value["args"][0], x.detach())
+    assert torch.equal(frame.value["args"][1], x.detach() * 2)
+    assert [s.leaf for s in frame.specs] == [True, False]
+
+
+def test_fields_are_added_only_to_a_dict_and_within_the_caps():
+    with pytest.raises(ValueError, match="non-empty dict"):
+        with_fields(encode([1, 2], SMALL), {"seq": 1}, SMALL)
+    with pytest.raises(ValueError, match="non-empty dict"):
+        with_fields(encode({}, SMALL), {"seq": 1}, SMALL)
+    with pytest.raises(ValueError, match="no tensors"):
+        with_fields(encode({"a": 1}, SMALL), {"t": torch.ones(1)}, SMALL)
+    with pytest.raises(WireError, match="header"):
+        with_fields(encode({"a": 1}, SMALL), {"ids": list(range(20_000))}, SMALL)
 
 
 # -- refused on the way out ---------------------------------------------------------------

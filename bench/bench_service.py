@@ -323,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
             _, _, overhead = report_phase_2(server, n_warm, code, expected, cold, args.pause)
             report_phase_2(server, n_warm, code, expected, cold)
             report_switching(server, n_warm)
-            report_phase_3(server, args.clients, duration, code, expected)
+            metrics = cold_report["metrics"] if cold_report else {}
+            report_phase_3(server, args.clients, duration, code, expected, metrics)
         finally:
             server.stop()
 
@@ -372,7 +373,9 @@ def report_switching(server: Server, n: int) -> None:
     print(f"  answered correctly (each reference passed): {ok}/{n}")
 
 
-def report_phase_3(server: Server, clients: int, duration: float, code: str, expected) -> None:
+def report_phase_3(
+    server: Server, clients: int, duration: float, code: str, expected, metrics: dict
+) -> None:
     print(f"(3) {clients} concurrent clients for {duration:.0f} s")
     times, outcomes, elapsed, peak = bench_load(server, clients, duration, code, expected)
     total = sum(outcomes.values())
@@ -387,6 +390,12 @@ def report_phase_3(server: Server, clients: int, duration: float, code: str, exp
             f"  p50={percentile(times, 50) * 1000:.0f} ms p99={percentile(times, 99) * 1000:.0f} ms"
         )
     print(f"  throughput: {graded / elapsed:.2f} gradings/s (aim 5/s)")
+    tests, calls = metrics.get("tests_total"), metrics.get("student_calls")
+    if tests and calls:  # what compares releases whose tier suites differ in size
+        print(
+            f"  work: {graded / elapsed * tests:.0f} tests/s, {graded / elapsed * calls:.0f} "
+            f"student calls/s ({tests:.0f} tests and {calls:.0f} calls a grading)"
+        )
     rss, pss = peak
     print(f"  peak memory of the server process tree: PSS {pss / 2**20:.0f} MiB (RSS summed")
     print(f"  over its processes, counting shared pages once per process: {rss / 2**20:.0f} MiB)")

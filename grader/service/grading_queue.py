@@ -67,13 +67,17 @@ class InProcessQueue:
 
     async def put(self, job: Job, admit: Admit) -> None:
         await asyncio.to_thread(admit, None)
+        self._events[job.key] = asyncio.Event()  # set when its verdict is written
         self._jobs.put_nowait(job)
 
     async def wait(self, job: Job, timeout_s: float) -> bool:
-        event = self._events.setdefault(job.key, asyncio.Event())
-        record = await asyncio.to_thread(self.store.get, job.kind, job.job_id)
-        if record is not None and record.status in FINISHED:
-            return True
+        event = self._events.get(job.key)
+        if event is None:  # finished already, or queued by an earlier run of the service
+            event = self._events[job.key] = asyncio.Event()
+            record = await asyncio.to_thread(self.store.get, job.kind, job.job_id)
+            if record is not None and record.status in FINISHED:
+                self._events.pop(job.key, None)
+                return True
         try:
             await asyncio.wait_for(event.wait(), timeout_s)
         except TimeoutError:

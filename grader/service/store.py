@@ -116,14 +116,19 @@ class Store:
 
     def start_attempt(self, kind: str, job_id: str) -> Submission | RunRecord | None:
         """Mark a job grading and count the attempt; None when it is finished already."""
-        table, key, _ = JOBS[kind]
+        table, key, record = JOBS[kind]
         with self._write() as c:
-            changed = c.execute(
-                update(table)
-                .where(key == job_id, table.c.status.in_(IN_FLIGHT))
-                .values(status="grading", attempts=table.c.attempts + 1)
-            ).rowcount
-        return self.get(kind, job_id) if changed else None
+            row = (
+                c.execute(
+                    update(table)
+                    .where(key == job_id, table.c.status.in_(IN_FLIGHT))
+                    .values(status="grading", attempts=table.c.attempts + 1)
+                    .returning(*table.c)
+                )
+                .mappings()
+                .first()
+            )
+        return record(**row) if row else None
 
     def requeue(self, kind: str, job_id: str, enqueue: Enqueue | None = None) -> bool:
         """Back to queued, for another attempt (the attempts count stays), with the new
@@ -310,10 +315,16 @@ class Store:
 
     @staticmethod
     def _check_room(c: Connection, admission: Admission) -> None:
-        if _waiting(c) >= admission.max_waiting:
+        """QueueFull when `max_waiting` gradings wait, or `max_in_flight` are in flight
+        (counted in one statement: it runs for every Submit)."""
+        tables = (submissions, runs)
+        counts = [_counting(t, t.c.status == "queued") for t in tables]
+        counts += [_counting(t, t.c.status.in_(IN_FLIGHT)) for t in tables]
+        waiting_submissions, waiting_runs, *in_flight = c.execute(select(*counts)).one()
+        if waiting_submissions + waiting_runs >= admission.max_waiting:
             raise QueueFull
         limit = admission.max_in_flight
-        if limit is not None and sum(_count(c, t, True) for t in (submissions, runs)) >= limit:
+        if limit is not None and sum(in_flight) >= limit:
             raise QueueFull
 
 
@@ -322,6 +333,11 @@ def _count(c: Connection, table, where, in_flight: bool = True) -> int:
     if in_flight:
         query = query.where(table.c.status.in_(IN_FLIGHT))
     return c.scalar(query) or 0
+
+
+def _counting(table, where):
+    """The count of `table`'s rows where `where` holds, as a column of a larger select."""
+    return select(func.count()).select_from(table).where(where).scalar_subquery()
 
 
 def _no_live_job(task_name: str, key):

@@ -146,6 +146,20 @@ def test_the_queue_refuses_past_max_waiting_and_counts_positions(store):
     store.queue_submission(record(3), two)
 
 
+def test_the_embedded_service_counts_gradings_in_flight_against_its_slots(store):
+    """max_in_flight counts what waits and what is being graded; a verdict frees a slot."""
+    slots = Admission(max_waiting=10, max_per_student=5, max_in_flight=2)
+    store.queue_submission(record(1), slots)
+    store.queue_run(RunRecord("a" * 32, "gspo", "# run", "2026-01-01T00:00:02+00:00"), slots)
+    store.start_attempt("submission", record(1).submission_id)  # grading: still in flight
+    assert store.waiting() == 1
+    with pytest.raises(QueueFull):
+        store.queue_submission(record(3), slots)
+    store.finish("submission", record(1).submission_id, Verdict("{}", 1.0, 1.0, True))
+    store.queue_submission(record(3), slots)
+    assert store.get_submission(record(3).submission_id).status == "queued"
+
+
 def test_admission_holds_under_racing_requests(store):
     """Eight threads race to queue a submission of the same student: exactly one gets in."""
     one = Admission(max_waiting=100, max_per_student=1)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -62,9 +63,16 @@ _UNUSED_PLUGINS = (
 
 
 def pytest_args(exercise: Exercise) -> list[str]:
+    """The whole pytest configuration of a grading. No ini file is read: pytest would take
+    the first one above the tiers folder (for the exercises in this repository, the
+    grader's own pyproject.toml, whose `filterwarnings = error` would turn a warning in a
+    tier test into a failed test), and a grading must not depend on where the exercise
+    lies. An exercise's own settings go in a conftest.py in its tiers folder."""
     blocked = [arg for name in _UNUSED_PLUGINS for arg in ("-p", f"no:{name}")]
     return [
         str(exercise.tiers_dir),
+        f"--config-file={os.devnull}",
+        "--strict-markers",  # a mistyped @pytest.mark.hiden breaks the suite, not the secret
         "-q",
         "--no-header",
         "--tb=no",

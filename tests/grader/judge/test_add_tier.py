@@ -87,3 +87,49 @@ def test_an_undeclared_tier_in_a_marker_is_a_clear_error(exercise):
     assert message.startswith("gspo-grader: error: ")
     for words in ("test_typo.py::test_with_a_typo", "unknown tier 'T5'", "T0, T1, T2, T3, T4"):
         assert words in message, message
+
+
+WARNING_TEST = """
+import warnings
+
+import pytest
+
+pytestmark = pytest.mark.tier("T4")
+
+
+def test_a_tier_test_that_warns(student):
+    warnings.warn("a warning of the tier code, not a failure", UserWarning)
+    assert student.sequence_ratio is not None
+"""
+
+MISTYPED_MARKER_TEST = """
+import pytest
+
+pytestmark = pytest.mark.tier("T4")
+
+
+@pytest.mark.hiden
+def test_meant_to_be_hidden(student):
+    pass
+"""
+
+
+def test_a_grading_reads_no_pytest_settings_from_the_folders_above_the_exercise(exercise):
+    """A project's `filterwarnings = error` above the exercise does not fail its tier tests."""
+    (exercise.parent / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\nfilterwarnings = ["error"]\n', encoding="utf-8"
+    )
+    (exercise / "tests" / "tiers" / "test_t4_warns.py").write_text(WARNING_TEST, "utf-8")
+    graded = cli(exercise, "grade", "reference/gspo.py", "--tiers", "T4", "--json", "-")
+    assert graded.returncode == 0, graded.stderr
+    report = json.loads(graded.stdout)
+    outcomes = {test["id"]: test["outcome"] for test in report["tiers"][0]["tests"]}
+    assert outcomes["test_t4_warns.py::test_a_tier_test_that_warns"] == "passed", outcomes
+    assert report["passed"] and report["score"] == 10.0
+
+
+def test_a_mistyped_marker_is_a_clear_error_not_a_visible_test(exercise):
+    (exercise / "tests" / "tiers" / "test_t4_typo.py").write_text(MISTYPED_MARKER_TEST, "utf-8")
+    listing = cli(exercise, "tiers")
+    assert listing.returncode == 2
+    assert "'hiden' not found in `markers`" in listing.stderr, listing.stderr

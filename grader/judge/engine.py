@@ -65,9 +65,9 @@ _UNUSED_PLUGINS = (
 def pytest_args(exercise: Exercise) -> list[str]:
     """The whole pytest configuration of a grading. No ini file is read: pytest would take
     the first one above the tiers folder (for the exercises in this repository, the
-    grader's own pyproject.toml, whose `filterwarnings = error` would turn a warning in a
-    tier test into a failed test), and a grading must not depend on where the exercise
-    lies. An exercise's own settings go in a conftest.py in its tiers folder."""
+    grader's own pyproject.toml, whose `filterwarnings = error` turned a warning in a tier
+    test into a grader error, so nobody got a grade), and a grading must not depend on
+    where the exercise lies. An exercise's own settings go in a conftest.py in its tiers folder."""
     blocked = [arg for name in _UNUSED_PLUGINS for arg in ("-p", f"no:{name}")]
     return [
         str(exercise.tiers_dir),

@@ -227,12 +227,24 @@ def encode(value: object, limits: WireLimits) -> Encoded:
     enc = _Encoder(limits)
     doc = {"v": enc.value(value), "t": enc.specs}
     header = _HEADER_ENCODER.encode(doc).encode("ascii")
+    return _framed(header, enc.payloads, enc.nbytes, enc.originals, enc.keep_alive, limits)
+
+
+def _framed(
+    header: bytes,
+    payloads: list,
+    payload_nbytes: int,
+    originals: list,
+    keep_alive: list,
+    limits: WireLimits,
+) -> Encoded:
+    """A frame of this header and these tensor bytes, within the wire's caps."""
     if len(header) > limits.max_header_bytes:
         raise WireError(f"header of {len(header)} bytes; the wire allows {limits.max_header_bytes}")
-    if len(header) + enc.nbytes > limits.max_message_bytes:
+    if len(header) + payload_nbytes > limits.max_message_bytes:
         raise WireError(f"frame exceeds {limits.max_message_bytes} bytes")
-    parts = [struct.pack(">I", len(header)), header, *enc.payloads]
-    return Encoded(parts, enc.originals, enc.keep_alive, 4 + len(header) + enc.nbytes)
+    parts = [struct.pack(">I", len(header)), header, *payloads]
+    return Encoded(parts, originals, keep_alive, 4 + len(header) + payload_nbytes)
 
 
 _DICT_HEAD = b'{"v":{"dict":{'  # how every encoded frame whose value is a dict begins
@@ -252,13 +264,8 @@ def with_fields(body: Encoded, fields: dict, limits: WireLimits) -> Encoded:
     if enc.specs:
         raise ValueError("with_fields adds no tensors")
     grown = b"".join((_DICT_HEAD, extra[1:-1].encode("ascii"), b",", header[len(_DICT_HEAD) :]))
-    if len(grown) > limits.max_header_bytes:
-        raise WireError(f"header of {len(grown)} bytes; the wire allows {limits.max_header_bytes}")
-    nbytes = body.nbytes - len(header) + len(grown)
-    if nbytes - 4 > limits.max_message_bytes:
-        raise WireError(f"frame exceeds {limits.max_message_bytes} bytes")
-    parts = [struct.pack(">I", len(grown)), grown, *body.parts[2:]]
-    return Encoded(parts, body.originals, body.keep_alive, nbytes)
+    payload_nbytes = body.nbytes - 4 - len(header)
+    return _framed(grown, body.parts[2:], payload_nbytes, body.originals, body.keep_alive, limits)
 
 
 def _reject_constant(name: str) -> None:

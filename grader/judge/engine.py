@@ -38,6 +38,7 @@ from grader.judge.failures import failed_report, grader_error
 from grader.judge.grading import Grading, TestRecord, Trusted
 from grader.judge.link import GradingRequest
 from grader.judge.plugin import GradingPlugin
+from grader.judge.reference_memo import RememberedReference
 from grader.judge.registry import Tier, TierRegistryError, load_tiers
 from grader.judge.tiercode import TierCode
 from grader.report import Report
@@ -102,7 +103,10 @@ class ExerciseRuntime:
         """TierRegistryError when tiers.toml is broken."""
         tiers = load_tiers(exercise.tiers_file)
         trusted = Trusted(
-            reference=load_module(exercise.reference, f"{exercise.id}_reference"),
+            reference=RememberedReference(
+                load_module(exercise.reference, f"{exercise.id}_reference"),
+                exercise.function_names,
+            ),
             experiment=load_module(exercise.experiment, f"{exercise.id}_experiment"),
         )
         return cls(exercise, tiers, TierCode(exercise.tiers_dir), trusted)

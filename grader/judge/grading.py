@@ -25,6 +25,7 @@ import pytest
 from grader.exercise import Exercise
 from grader.judge.link import GradingRequest
 from grader.judge.recording import RecordedCall, RecordingStudent
+from grader.judge.reference_memo import RememberedReference
 from grader.judge.registry import Tier, runs
 from grader.judge.verdicts import (
     GraderFault,
@@ -73,7 +74,7 @@ class TestRecord:
 class Trusted:
     """The exercise's trusted modules, loaded once per judge process."""
 
-    reference: ModuleType
+    reference: RememberedReference  # the module, its declared functions remembered
     experiment: ModuleType
 
 

@@ -2,7 +2,8 @@
 
 Fixtures the tier tests use:
     student          the submission, behind the sandbox's remote-autograd proxy
-    reference        the exercise's trusted reference module
+    reference        the exercise's trusted reference module, its declared functions
+                     remembering their results between gradings (reference_memo.py)
     experiment       the exercise's toy (experiment.py)
     record_artifacts a callable that stores the toy's result dict in the report
 
@@ -19,6 +20,7 @@ import pytest
 
 from grader.judge.grading import Grading
 from grader.judge.recording import RecordingStudent
+from grader.judge.reference_memo import RememberedReference
 from grader.judge.verdicts import Verdict, judge_exception
 
 GRADING = pytest.StashKey[Grading]()
@@ -73,7 +75,7 @@ def student(request: pytest.FixtureRequest) -> RecordingStudent:
 
 
 @pytest.fixture(scope="session")
-def reference(request: pytest.FixtureRequest) -> ModuleType:
+def reference(request: pytest.FixtureRequest) -> RememberedReference:
     return _grading(request).trusted.reference
 
 

@@ -35,10 +35,11 @@ DOUBLE_BACKWARD = "double backward (create_graph=True) through the sandbox is no
 class RemoteLink:
     """The judge's handle on one call's graph in the worker; freed with the graph node."""
 
-    def __init__(self, outputs: list[torch.Tensor], vjp: Vjp) -> None:
+    def __init__(self, outputs: list[torch.Tensor], vjp: Vjp, double_backward: str) -> None:
         self.outputs: list[torch.Tensor] | None = outputs  # handed over once, in forward
         self.inputs: tuple[torch.Tensor, ...] = ()
         self.vjp = vjp
+        self.double_backward = double_backward  # the error differentiating a grad raises
 
 
 class _RemoteCall(torch.autograd.Function):
@@ -57,8 +58,10 @@ class _RemoteCall(torch.autograd.Function):
         with torch.no_grad():
             grads = ctx.link.vjp(list(grad_outputs))
         if torch.is_grad_enabled():  # create_graph=True: differentiating these must fail loudly
+            refusal = ctx.link.double_backward
             grads = [
-                g if g is None else _NoDoubleBackward.apply(g, *ctx.link.inputs) for g in grads
+                g if g is None else _NoDoubleBackward.apply(refusal, g, *ctx.link.inputs)
+                for g in grads
             ]
         return (None, *grads)
 
@@ -67,13 +70,14 @@ class _NoDoubleBackward(torch.autograd.Function):
     """A first-order gradient that raises a clear error when differentiated again."""
 
     @staticmethod
-    def forward(ctx, grad: torch.Tensor, *inputs: torch.Tensor) -> torch.Tensor:
+    def forward(ctx, refusal: str, grad: torch.Tensor, *inputs: torch.Tensor) -> torch.Tensor:
+        ctx.refusal = refusal
         return grad.clone()
 
     @staticmethod
     @once_differentiable
     def backward(ctx, *grad_outputs: torch.Tensor) -> tuple:
-        raise RuntimeError(DOUBLE_BACKWARD)
+        raise RuntimeError(ctx.refusal)
 
 
 @dataclass
@@ -148,11 +152,13 @@ def attach(
     inputs: list[torch.Tensor],
     vjp: Vjp,
     release: Callable[[], None],
+    double_backward: str = DOUBLE_BACKWARD,
 ) -> object:
     """Rebuild a call's result for the judge: caller's device, grads wired to `inputs`.
 
     `inputs` are the judge's tensors that required grad, in the order the worker kept them;
-    `release` is called once the judge's graph node is gone (or at once, if none is made).
+    `release` is called once the judge's graph node is gone (or at once, if none is made);
+    `double_backward` is the error a differentiated gradient raises.
     """
     device = caller_device(inputs)
     result, outputs = _move(result, device)
@@ -164,7 +170,7 @@ def attach(
         for t in diff:  # a graph that starts inside the student's code: a leaf here, too
             t.requires_grad_(True)
         return result
-    link = RemoteLink(diff, vjp)
+    link = RemoteLink(diff, vjp, double_backward)
     weakref.finalize(link, release)
     wired = _RemoteCall.apply(link, *inputs)
     return replace_tensors(result, {id(o): w for o, w in zip(diff, wired, strict=True)})

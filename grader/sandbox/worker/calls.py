@@ -8,6 +8,7 @@ outputs do not depend on, which is how `old_logp.grad is None` reaches the judge
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 
 import torch
@@ -87,24 +88,30 @@ def prepare_inputs(frame: Frame, args: list, kwargs: dict) -> Inputs:
 class Snapshot:
     version: int
     shape: torch.Size
-    values: torch.Tensor | None  # None for meta tensors: only their metadata can change
+    data: bytes | None  # the values, in C order; None for meta tensors (no values to change)
+
+
+def _bytes_of(t: torch.Tensor) -> bytes:
+    """A copy of the tensor's values: bitwise, so NaN equals NaN and -0.0 differs from 0.0."""
+    data = t.detach()
+    if not data.is_contiguous():
+        data = data.contiguous()
+    size = data.nbytes
+    if size == 0:
+        return b""
+    if data.untyped_storage().nbytes() < data.storage_offset() * data.element_size() + size:
+        raise RuntimeError("the function shrank the storage of one of its tensor arguments")
+    return ctypes.string_at(data.data_ptr(), size)
 
 
 def snapshot(t: torch.Tensor) -> Snapshot:
-    values = None if t.device.type == "meta" else t.detach().clone()
-    return Snapshot(t._version, t.shape, values)
-
-
-def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Bitwise equality: NaN equals NaN, -0.0 differs from 0.0."""
-    a, b = a.detach().contiguous().reshape(-1), b.contiguous().reshape(-1)
-    return torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+    return Snapshot(t._version, t.shape, None if t.device.type == "meta" else _bytes_of(t))
 
 
 def changed(t: torch.Tensor, snap: Snapshot) -> bool:
     if t._version != snap.version or t.shape != snap.shape:
         return True
-    return snap.values is not None and not _same_bytes(t, snap.values)
+    return snap.data is not None and _bytes_of(t) != snap.data
 
 
 def run_call(fn, inputs: Inputs, grad_enabled: bool) -> tuple[object, list]:

@@ -163,6 +163,19 @@ def test_in_place_changes_are_reported_even_without_version_bump(worker):
     assert torch.equal(reply["mutated"][1][1], torch.ones(3))
 
 
+def test_shrinking_an_arguments_storage_fails_the_call_and_the_worker_lives(worker):
+    source = (
+        "def shrink(x):\n"
+        "    x.untyped_storage().resize_(0)  # the tensor now points past its storage\n"
+        "    return 1.0\n"
+    )
+    assert worker.load(source, ["shrink"])["load_error"] is None
+    reply = worker.call(22, "shrink", torch.ones(4, dtype=torch.bool))  # a resizable one
+    assert not reply["ok"] and "shrank the storage" in reply["error"]["message"]
+    assert worker.load(REFERENCE)["load_error"] is None  # still serving
+    assert worker.call(23, "sequence_ratio", *inputs()[:2], inputs()[3])["ok"]
+
+
 def test_non_leaf_inputs_stay_non_leaves(worker):
     source = (
         "def bump(x):\n    x.add_(1)  # legal on a non-leaf, illegal on a leaf\n    return x * 3\n"

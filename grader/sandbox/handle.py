@@ -6,7 +6,7 @@ differs, so that part is a `ProcessEnd` of its own:
     spawned   (launch.py) the judge's own child: SIGKILL to the pid namespace's init (a
               pidfd) and to the launcher's process group, reaped with wait4
     forked    (zygote_client.py) the zygote's grandchild: SIGKILL through a pidfd on its
-              init, its end reported by the zygote's monitor on a status pipe
+              init, its end reported by the zygote on a status pipe
 
 Whatever the way, `kill()` leaves nothing behind: after the reap, every process of the
 worker's own uid is swept (as root) and its uid slot given back.

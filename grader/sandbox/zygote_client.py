@@ -8,9 +8,9 @@ its own host uid from the same slot table, no capabilities, no nested user names
 
     kills    with pidfd_send_signal(SIGKILL) on the worker, which is pid 1 of its pid
              namespace (the whole namespace dies with it); then the usual sweep of its uid
-    reaps    through the monitor, which writes "<wait status> <cpu seconds>" on a pipe once
-             the worker's init ends (the init exits with the server's status, 128 + signal
-             if killed)
+    reaps    through the zygote, the init's parent, which writes "<wait status> <cpu
+             seconds>" on a pipe once the init ends (the init exits with the server's
+             status, 128 + signal if killed)
 
 A judge at the bwrap level uses a zygote (as root, or through unprivileged user namespaces,
 where workers keep the judge's uid as spawned ones do); below that level, and whenever the
@@ -55,7 +55,7 @@ def zygote_possible() -> bool:
 
 class ForkedEnd:
     """A forked worker's end: killed through the pidfd on its init, reaped through the
-    status pipe its monitor writes to (its pid means nothing in the judge's namespace)."""
+    status pipe the zygote writes to (its pid means nothing in the judge's namespace)."""
 
     def __init__(self, pidfd: int, status_fd: int) -> None:
         self._pidfd, self._status_fd = pidfd, status_fd
@@ -66,7 +66,7 @@ class ForkedEnd:
     def reap(self, block: bool) -> tuple[int, float] | None:
         wait = WAITS.status_after_kill_s if block else 0
         if not select.select([self._status_fd], [], [], wait)[0]:
-            # no report: after a kill, the monitor itself is gone; the sweep still runs
+            # no report: the zygote itself is gone; the sweep still runs
             return (signal.SIGKILL, 0.0) if block else None
         return _parse_status(os.read(self._status_fd, 256))
 
@@ -76,7 +76,7 @@ class ForkedEnd:
 
 
 def _parse_status(data: bytes) -> tuple[int, float]:
-    """'<wait status> <cpu seconds>' from the monitor; EOF alone means it died (SIGKILL)."""
+    """'<wait status> <cpu seconds>' from the zygote; EOF alone means it died (SIGKILL)."""
     try:
         status, cpu = data.decode().split()
         return int(status), float(cpu)

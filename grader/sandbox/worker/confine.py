@@ -4,13 +4,15 @@ The zygote runs as root inside bwrap (read-only system, no network), holding onl
 CAP_SETUID, CAP_SETGID and CAP_SETPCAP: the host's root when the judge is root, otherwise the
 judge's uid with those capabilities in a user namespace of its own (not uid 0 there: since
 Linux 5.12, mapping a parent's uid 0 into a new user namespace needs CAP_SETFCAP). A worker
-forked from it goes through two steps before any student byte is read:
+forked from it goes through three steps before any student byte is read:
 
-    enter_namespaces(tmpfs_bytes)   in the monitor (first fork): new mount, pid, net, ipc and
-                                    uts namespaces, a fresh size-capped /tmp of its own
-    become_worker(uid)              in the worker (second fork, pid 1 of the new pid
-                                    namespace): its own /proc, a new session, the host uid
-                                    `uid`, no capabilities, no_new_privs, and a user
+    new_pid_namespace()             in the zygote, for its next child only (then
+                                    enter_pid_namespace takes it back to its own)
+    enter_namespaces(tmpfs_bytes)   in the worker's init (that child, pid 1 of the new pid
+                                    namespace): new mount, net, ipc and uts namespaces, a
+                                    fresh size-capped /tmp of its own
+    become_worker(uid)              then, in the init: its own /proc, a new session, the
+                                    host uid `uid`, no capabilities, no_new_privs, and a user
                                     namespace in which no further user namespace can be made
 
 Every step raises OSError on failure: the caller exits, so a half-confined process never
@@ -70,15 +72,26 @@ def die_with_parent(parent: int | None) -> None:
         os._exit(EXIT_CHILD_FAILED)
 
 
+def new_pid_namespace() -> None:
+    """Put this process's next child in a new pid namespace, as its pid 1."""
+    _unshare(CLONE_NEWPID, "pid namespace")
+
+
+def enter_pid_namespace(fd: int) -> None:
+    """Put this process's next children in the pid namespace `fd` (its own, opened from
+    /proc/self/ns/pid): undoes new_pid_namespace, so that another one can be made."""
+    _check(_libc.setns(fd, CLONE_NEWPID), "setns pid namespace")
+
+
 def enter_namespaces(tmpfs_bytes: int, keep: tuple[str, ...] = ()) -> None:
-    """New mount, pid (for the next child), net, ipc and uts namespaces; a private /tmp.
+    """New mount, net, ipc and uts namespaces; a private /tmp.
 
     Mounts are made private first, so nothing mounted here reaches the zygote or a sibling.
     keep: folders below /tmp that must stay visible (a venv below /tmp, as in a CI clone):
     the fresh tmpfs would hide them, so each is bound again, read-only, on top of it.
     """
-    spaces = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
-    _unshare(spaces, "mount+pid+net+ipc+uts namespaces")
+    spaces = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
+    _unshare(spaces, "mount+net+ipc+uts namespaces")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     kept = [(path, os.open(path, os.O_PATH | os.O_CLOEXEC)) for path in keep]
     options = f"size={int(tmpfs_bytes)},mode=1777"

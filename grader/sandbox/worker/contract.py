@@ -58,13 +58,13 @@ class Waits:
 
     worker_ready_s: float = 120.0  # a worker or zygote imports torch and says "ready"
     fork_s: float = 15.0  # the zygote forks and confines one worker
-    confine_s: float = 10.0  # inside the zygote: the monitor reports the worker confined
+    confine_s: float = 10.0  # inside the zygote: a worker's init reports itself confined
     exit_after_eof_s: float = 2.0  # a worker that closed its channel finishes exiting
     output_settle_s: float = 0.05  # the pipes' last bytes reach the judge's drain threads
     send_ahead_s: float = 2.0  # a call sent ahead fits the socket's buffers: it leaves at once
     forecast_drop_s: float = 1.0  # the replies to calls sent ahead, once a call differs;
     # then the worker is stopped and the next call starts another (proxy.py)
-    status_after_kill_s: float = 10.0  # a forked worker's monitor reports how it ended
+    status_after_kill_s: float = 10.0  # the zygote reports how a forked worker ended
     pidfd_info_s: float = 10.0  # bwrap writes the init's pid on its info descriptor
     sweep_s: float = 5.0  # every process of a worker's uid is gone after the kill
     probe_s: float = 30.0  # one trial run of a sandbox level

@@ -26,7 +26,6 @@ gradients calls `reference.module`, the plain module.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -136,8 +135,7 @@ class CallKey:
             raise _NotRemembered(str(t.device))
         self._index[id(t)] = len(self.tensors)
         self.tensors.append(t)
-        data = t.detach().contiguous()
-        raw = bytes(memoryview((ctypes.c_char * data.nbytes).from_address(data.data_ptr())))
+        raw = calls.tensor_bytes(t)
         self.nbytes += len(raw)
         return t.dtype, tuple(t.shape), t.requires_grad, t.is_leaf, raw
 

@@ -91,7 +91,7 @@ class Snapshot:
     data: bytes | None  # the values, in C order; None for meta tensors (no values to change)
 
 
-def _bytes_of(t: torch.Tensor) -> bytes:
+def tensor_bytes(t: torch.Tensor) -> bytes:
     """A copy of the tensor's values: bitwise, so NaN equals NaN and -0.0 differs from 0.0."""
     data = t.detach()
     if not data.is_contiguous():
@@ -105,13 +105,13 @@ def _bytes_of(t: torch.Tensor) -> bytes:
 
 
 def snapshot(t: torch.Tensor) -> Snapshot:
-    return Snapshot(t._version, t.shape, None if t.device.type == "meta" else _bytes_of(t))
+    return Snapshot(t._version, t.shape, None if t.device.type == "meta" else tensor_bytes(t))
 
 
 def changed(t: torch.Tensor, snap: Snapshot) -> bool:
     if t._version != snap.version or t.shape != snap.shape:
         return True
-    return snap.data is not None and _bytes_of(t) != snap.data
+    return snap.data is not None and tensor_bytes(t) != snap.data
 
 
 def run_call(fn, inputs: Inputs, grad_enabled: bool) -> tuple[object, list]:

@@ -35,7 +35,7 @@ import torch
 
 from grader.sandbox import remote_autograd
 from grader.sandbox.worker import calls
-from grader.sandbox.worker.codec import replace_tensors, tensors_in
+from grader.sandbox.worker.codec import Frame, TensorSpec, replace_tensors, tensors_in
 
 MEMO_CALLS = 2048  # calls remembered per exercise; the least recently used go first
 MEMO_BYTES = 32 << 20  # and at most this many bytes of arguments (GSPO: ~70 calls, ~0.3 MB)
@@ -152,31 +152,29 @@ class Memo:
     """Remembered calls, least recently used first, within MEMO_CALLS and MEMO_BYTES."""
 
     def __init__(self) -> None:
-        self._calls: OrderedDict[tuple, Remembered | object] = OrderedDict()
-        self._nbytes: dict[tuple, int] = {}
-        self._bytes = 0
+        self._calls: OrderedDict[tuple, tuple[Remembered | object, int]] = OrderedDict()
+        self._bytes = 0  # of the remembered calls' arguments
 
     def __len__(self) -> int:
         return len(self._calls)
 
     def clear(self) -> None:
         self._calls.clear()
-        self._nbytes.clear()
         self._bytes = 0
 
     def get(self, key: tuple) -> Remembered | object | None:
-        entry = self._calls.get(key)
-        if entry is not None:
-            self._calls.move_to_end(key)
-        return entry
+        found = self._calls.get(key)
+        if found is None:
+            return None
+        self._calls.move_to_end(key)
+        return found[0]
 
     def put(self, key: tuple, entry: Remembered | object, nbytes: int) -> None:
-        self._calls[key] = entry
-        self._nbytes[key] = nbytes
+        self._calls[key] = (entry, nbytes)
         self._bytes += nbytes
         while len(self._calls) > MEMO_CALLS or self._bytes > MEMO_BYTES:
-            old_key, _ = self._calls.popitem(last=False)
-            self._bytes -= self._nbytes.pop(old_key)
+            _, (_, dropped) = self._calls.popitem(last=False)
+            self._bytes -= dropped
 
 
 class RememberedFunction:
@@ -204,18 +202,12 @@ class RememberedFunction:
     def _compute(self, args, kwargs, originals: list, grad: bool) -> Remembered | object:
         """Run the function on copies of the arguments, as a worker would; _PLAIN when the
         call cannot be remembered (the caller then makes it for real)."""
-        swap, seen, leaves = {}, [], []
-        for t in originals:
-            copy = t.detach().clone()
-            shown = copy
-            if t.requires_grad:
-                leaves.append(copy.requires_grad_(True))
-                if not t.is_leaf:  # a non-leaf stays one: in-place ops stay legal
-                    shown = copy.clone()
-            swap[id(t)] = shown
-            seen.append(shown)
-        inputs = calls.Inputs(replace_tensors(list(args), swap), replace_tensors(kwargs, swap),
-                              seen, leaves)  # fmt: skip
+        copies = [t.detach().clone() for t in originals]
+        specs = [TensorSpec(t.dtype, tuple(t.shape), "cpu", t.requires_grad, t.nbytes, t.is_leaf)
+                 for t in originals]  # fmt: skip
+        swap = {id(t): copy for t, copy in zip(originals, copies, strict=True)}
+        args, kwargs = replace_tensors(list(args), swap), replace_tensors(kwargs, swap)
+        inputs = calls.prepare_inputs(Frame(None, copies, specs), args, kwargs)  # as a worker
         rng = torch.get_rng_state()
         try:
             result, mutated = calls.run_call(self._fn, inputs, grad)

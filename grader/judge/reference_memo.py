@@ -68,24 +68,12 @@ class Remembered:
 
     def vjp(self, grad_outputs: list) -> list[torch.Tensor | None]:
         if not remote_autograd.all_ones(grad_outputs):
-            grads = self._backward(grad_outputs)
+            grads = self.graph.vjp(grad_outputs)
         else:
             if self.sum_grads is None:
-                self.sum_grads = self._backward(grad_outputs)
+                self.sum_grads = self.graph.vjp(grad_outputs)
             grads = self.sum_grads
         return [None if g is None else g.clone() for g in grads]
-
-    def _backward(self, grad_outputs: list) -> list[torch.Tensor | None]:
-        graph = self.graph
-        pairs = [(o, g) for o, g in zip(graph.outputs, grad_outputs, strict=True) if g is not None]
-        if not pairs:
-            return [None] * len(graph.inputs)
-        outputs, seeds = zip(*pairs, strict=True)
-        with torch.enable_grad():
-            grads = torch.autograd.grad(
-                outputs, graph.inputs, seeds, retain_graph=True, allow_unused=True
-            )
-        return [None if g is None else g.detach() for g in grads]
 
 
 _PLAIN = object()  # a memo entry: this call goes straight to the module

@@ -21,6 +21,20 @@ class Graph:
     outputs: list[torch.Tensor]  # the call's outputs that require grad
     inputs: list[torch.Tensor]  # the leaves standing for the judge's inputs that require grad
 
+    def vjp(self, grad_outputs: list) -> list[torch.Tensor | None]:
+        """Gradients w.r.t. the inputs; None where an output's grad is None or unused. The
+        graph is kept: the judge may backward twice (retain_graph=True on its side)."""
+        if len(grad_outputs) != len(self.outputs):
+            raise RuntimeError("backward sent a wrong number of output gradients")
+        pairs = [(o, g) for o, g in zip(self.outputs, grad_outputs, strict=True) if g is not None]
+        if not pairs:
+            return [None] * len(self.inputs)
+        outputs, seeds = zip(*pairs, strict=True)
+        grads = torch.autograd.grad(
+            outputs, self.inputs, seeds, retain_graph=True, allow_unused=True
+        )
+        return list(grads)
+
 
 class Graphs:
     """Autograd graphs kept alive under call ids until the judge releases them."""
@@ -43,19 +57,7 @@ class Graphs:
         graph = self._graphs.get(call_id)
         if graph is None:
             raise RuntimeError(f"no autograd graph is kept for call {call_id}")
-        if len(grad_outputs) != len(graph.outputs):
-            raise RuntimeError("backward sent a wrong number of output gradients")
-        pairs = [(o, g) for o, g in zip(graph.outputs, grad_outputs, strict=True) if g is not None]
-        if not pairs:
-            return [None] * len(graph.inputs)
-        grads = torch.autograd.grad(
-            [o for o, _ in pairs],
-            graph.inputs,
-            [g for _, g in pairs],
-            retain_graph=True,  # the judge may backward twice (retain_graph=True on its side)
-            allow_unused=True,
-        )
-        return list(grads)
+        return graph.vjp(grad_outputs)
 
 
 @dataclass

@@ -18,6 +18,7 @@ is the root exercise (GSPO_GRADER_EXERCISE_DIR points elsewhere) plus every fold
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import re
@@ -99,6 +100,33 @@ class Exercise:
         """Complete submissions that the power test and check-exercise grade: correct/ and
         wrong/, each file stating its point in its docstring."""
         return self.root / "tests" / "implementations"
+
+
+VERSION_HEX_CHARS = 16  # 64 bits of a SHA-256: enough to tell one folder's edits apart
+
+
+def exercise_version(exercise: Exercise) -> str:
+    """The exercise's version: a content hash of what decides a grading, read from disk now.
+
+    It covers the manifest, the reference folder, the tiers folder (tests, helpers and
+    tiers.toml) and the toy's experiment.py, by relative path and bytes; caches
+    (`__pycache__`, `.pyc`) are left out. A grading records the version it ran against, so
+    an edit of any of these makes a new version, and nothing else does."""
+    files = [exercise.root / MANIFEST, exercise.experiment]
+    for folder in (exercise.reference.parent, exercise.tiers_dir):
+        files += sorted(p for p in folder.rglob("*") if p.is_file() and _versioned(p))
+    digest = hashlib.sha256()
+    for path in files:
+        if path.is_file():
+            name = path.relative_to(exercise.root).as_posix()
+            data = path.read_bytes()
+            digest.update(f"{name}\0{len(data)}\0".encode())
+            digest.update(data)
+    return digest.hexdigest()[:VERSION_HEX_CHARS]
+
+
+def _versioned(path: Path) -> bool:
+    return "__pycache__" not in path.parts and path.suffix != ".pyc"
 
 
 _TOP = {"id", "title", "paper", "section", "url", "starter", "reference", "functions", "artifacts"}

@@ -284,16 +284,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from grader.service.worker import start_worker
+    from grader.node import start_node
 
     with _service_problems():
-        start_worker(concurrency=args.concurrency, metrics_port=args.metrics_port)
+        start_node(concurrency=args.concurrency, metrics_port=args.metrics_port)
     return 0
 
 
 def cmd_db(args: argparse.Namespace) -> int:
-    from grader.service.database import upgrade_url
-    from grader.service.settings import load_settings
+    from grader.settings import load_settings
+    from grader.store import upgrade_url
 
     with _service_problems():
         settings = load_settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
@@ -310,8 +310,8 @@ def cmd_lti(args: argparse.Namespace) -> int:
 @contextlib.contextmanager
 def _service_problems():
     """A bad setting or an unusable database: one line, exit status 2."""
-    from grader.service.database import DatabaseError
-    from grader.service.settings import SettingsError
+    from grader.settings import SettingsError
+    from grader.store import DatabaseError
 
     try:
         yield

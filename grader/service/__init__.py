@@ -1,11 +1,21 @@
-"""The HTTP service: grading API, submissions store, metrics, plots and the web page.
+"""The HTTP service: grading API, submissions, metrics, plots and the web page.
 
 from grader.service import create_app, serve
 serve(host="127.0.0.1", port=8000, data_dir="./data")   # blocks; what `gspo-grader serve` runs
 """
 
 from grader.service.app import create_app
+from grader.service.intake import Intake, accept, regrade
 from grader.service.server import serve
-from grader.service.settings import Settings, SettingsError, load_settings
+from grader.settings import Settings, SettingsError, load_settings
 
-__all__ = ["Settings", "SettingsError", "create_app", "load_settings", "serve"]
+__all__ = [
+    "Intake",
+    "Settings",
+    "SettingsError",
+    "accept",
+    "create_app",
+    "load_settings",
+    "regrade",
+    "serve",
+]

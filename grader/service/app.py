@@ -15,26 +15,17 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from procrastinate.exceptions import ConnectorException
 from sqlalchemy.exc import DBAPIError
 
 from grader import __version__
 from grader.service.body_limit import BodyLimit
-from grader.service.database import DatabaseError
 from grader.service.lti import api as lti_api
 from grader.service.lti import routes as lti_routes
 from grader.service.lti.service import LtiService
-from grader.service.routers import (
-    exercise,
-    grading,
-    health,
-    instructor,
-    reports,
-    runs,
-    submissions,
-)
-from grader.service.settings import Settings, load_settings
+from grader.service.routers import exercises, grade, health, instructor, reports, runs, submissions
 from grader.service.state import ServiceState
+from grader.settings import Settings, load_settings
+from grader.store import DatabaseError
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +69,7 @@ def create_app(settings: Settings | None = None, grader=None) -> FastAPI:
     for error in DATABASE_ERRORS:
         app.add_exception_handler(error, database_unavailable)
     app.add_exception_handler(Exception, internal_error)
-    routers = (exercise, grading, runs, submissions, reports, instructor, health)
+    routers = (exercises, grade, runs, submissions, reports, instructor, health)
     for module in (*routers, lti_routes, lti_api):
         app.include_router(module.router)
     mount_web(app, settings)
@@ -121,7 +112,7 @@ def describe_validation(errors) -> str:
     return f"The field {field!r} is not valid: {first.get('msg', 'invalid value')}."
 
 
-DATABASE_ERRORS = (DBAPIError, ConnectorException, DatabaseError)
+DATABASE_ERRORS = (DBAPIError, DatabaseError)
 
 
 async def database_unavailable(request: Request, exc: Exception) -> JSONResponse:

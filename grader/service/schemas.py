@@ -21,13 +21,19 @@ EXERCISE_FIELD = Field(
 class RunRequest(BaseModel):
     code: str = Field(description="The student's Python source.")
     exercise: str | None = EXERCISE_FIELD
+    student: str | None = Field(
+        None,
+        max_length=64,
+        pattern=STUDENT_PATTERN,
+        description="Who runs it (one Run in flight each); default: the client's address.",
+    )
 
 
 class SubmitRequest(RunRequest):
     student: str = Field(min_length=1, max_length=64, pattern=STUDENT_PATTERN)
 
 
-class Grading(BaseModel):
+class GradingView(BaseModel):
     """A grading's state. `report` is set once the status is done or ungradable (the
     report then says what the grader could not do); `position` while it is queued."""
 
@@ -39,11 +45,11 @@ class Grading(BaseModel):
     plots: dict[str, str] = Field(default_factory=dict, description="plot name -> image URL")
 
 
-class RunResponse(Grading):
+class RunResponse(GradingView):
     pass
 
 
-class SubmissionView(Grading):
+class SubmissionView(GradingView):
     submission_id: str
     student: str
     created_at: str
@@ -66,6 +72,27 @@ class SubmissionItem(BaseModel):
 class SubmissionList(BaseModel):
     student: str
     submissions: list[SubmissionItem]
+
+
+class GradingItem(BaseModel):
+    """One grading of a submission: the current one is what the student sees."""
+
+    grading_id: str
+    current: bool
+    status: Status
+    attempts: int
+    exercise_version: str | None = None  # None: graded before versions were recorded
+    score: float | None = None
+    max_score: float | None = None
+    passed: bool | None = None
+    queued_at: str
+    started_at: str | None = None
+    finished_at: str | None = None
+
+
+class GradingList(BaseModel):
+    submission_id: str
+    gradings: list[GradingItem]
 
 
 class InstructorItem(SubmissionItem):

@@ -12,49 +12,13 @@ sandbox weaker than GSPO_GRADER_SANDBOX_REQUIRE (one line, exit status 2 from th
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import uvicorn
 
-from grader.exercise import catalog
-from grader.judge.registry import load_tiers
-from grader.sandbox.isolation import check_required, detect_isolation
+from grader.node import check_database, check_exercises, check_sandbox, configure_logging
 from grader.service.app import create_app
-from grader.service.database import check_schema, open_engine
-from grader.service.settings import Settings, load_settings
-
-
-def check_exercises() -> None:
-    """Fail before listening when an exercise or its tier registry is broken (the error
-    names the file): a service that answered with no tiers would look healthy and grade
-    nothing."""
-    for exercise in catalog().values():
-        load_tiers(exercise.tiers_file)
-
-
-def check_sandbox() -> None:
-    """IsolationError when this machine offers less isolation than GSPO_GRADER_SANDBOX_REQUIRE
-    asks for (where the judges run: the embedded service, a grading node)."""
-    check_required(detect_isolation())
-
-
-def check_database(settings: Settings) -> None:
-    """DatabaseError unless a PostgreSQL database answers and is migrated (SQLite
-    migrates itself)."""
-    if not settings.distributed:
-        return
-    engine = open_engine(settings.resolved_database_url)
-    try:
-        check_schema(engine)
-    finally:
-        engine.dispose()
-
-
-def configure_logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s"
-    )
+from grader.settings import load_settings
 
 
 def serve(

@@ -1,40 +1,47 @@
-"""What the service holds while it runs: the store, the queue, metrics and plots, and in
-the embedded deployment the grader itself.
+"""What the service holds while it runs: the store, metrics, the waiters for verdicts, and
+in the embedded deployment a grading node of its own.
 
 Built by the app's lifespan and reached by routers as `request.app.state.service`.
 
   embedded (SQLite):       the store migrates itself; a warm Grader is started on a
-                           background thread (/healthz is 503 until it is ready) and jobs
-                           are graded in this process tree (InProcessQueue)
+                           background thread (/healthz is 503 until it is ready) and a
+                           GradingNode in this process claims the gradings
   distributed (PostgreSQL): an API node. The schema must be current already; no grader, no
-                           sandbox, no torch: jobs go to procrastinate for `gspo-grader
-                           worker` processes, and plots come from the database.
+                           sandbox, no torch: `gspo-grader worker` processes claim the
+                           gradings, and a verdict's NOTIFY wakes the request waiting for it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from datetime import UTC, datetime, timedelta
 
-from grader.service.grading_node import GradingNode
-from grader.service.grading_queue import GradingQueue, InProcessQueue
-from grader.service.metrics import Metrics
-from grader.service.plots import DatabasePlots, PlotRenderer
-from grader.service.settings import Settings
-from grader.service.store import Admission, Store, open_store
+from grader.node import GradingNode, Metrics, build_grader, node_name, recover_lost
+from grader.settings import Settings
+from grader.store import VERDICT_CHANNEL, Admission, Store, open_store
+from grader.store.listener import Listener
 
 log = logging.getLogger(__name__)
 
 PRUNE_EVERY_S = 600.0
+POLL_S = 1.0  # a waiting request also reads its grading this often
 
 
-def build_grader(settings: Settings, pool_size: int | None = None):
-    """The real, warm grader: pre-started judge processes, each with a sandbox worker ready."""
-    from grader.judge import Grader
-
-    return Grader(pool_size=pool_size or settings.pool_size, limits=settings.sandbox_limits())
+def admission_of(settings: Settings) -> Admission:
+    """Distributed: what waits for any grading node of the cluster. Embedded: this process's
+    grading slots and the places waiting for them. Runs fill at most half of the queue."""
+    run_share = max(1, settings.max_queue // 2)
+    if settings.distributed:
+        capacity, runs, count_grading = settings.max_queue, run_share, False
+    else:
+        capacity = settings.max_concurrent + settings.max_queue
+        runs, count_grading = settings.max_concurrent + run_share, True
+    return Admission(capacity, min(runs, capacity), settings.max_per_student,
+                     names_per_hour=settings.names_per_hour,
+                     count_grading=count_grading)  # fmt: skip
 
 
 class ServiceState:
@@ -43,36 +50,35 @@ class ServiceState:
     def __init__(self, settings: Settings, grader=None):
         self.settings = settings
         self.metrics = Metrics()
-        if settings.distributed:  # what waits for any grading node of the cluster
-            self.admission = Admission(settings.max_queue, settings.max_per_student)
-        else:  # this process's grading slots and the places waiting for them
-            capacity = settings.max_concurrent + settings.max_queue
-            self.admission = Admission(capacity, settings.max_per_student, capacity)
+        self.admission = admission_of(settings)
         self.start_error: str | None = None
         self.grader = None
         self.owns_grader = False
+        self.node: GradingNode | None = None
+        self.listener: Listener | None = None
         self._warmed = settings.distributed
         self._warmup: threading.Thread | None = None
         self._pruner: asyncio.Task | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiters: dict[str, set[asyncio.Event]] = {}
         url = settings.resolved_database_url
         self.store: Store = open_store(url, migrate=not settings.distributed)
-        self.queue: GradingQueue
         if settings.distributed:
-            from grader.service.procrastinate_queue import ProcrastinateQueue
-
-            self.queue = ProcrastinateQueue(url, self.store)
-            self.plots = DatabasePlots(self.store)
+            self.listener = Listener(url, VERDICT_CHANNEL, self.finished)
             return
         self.owns_grader = grader is None
         self.grader = grader if grader is not None else build_grader(settings)
-        node = GradingNode(self.store, self.grader, self.metrics)
-        self.queue = InProcessQueue(node, settings.max_concurrent)
-        self.plots = PlotRenderer(settings.plots_dir, settings.plot_cache_sets)
+        recover_lost(self.store, 0.0)  # gradings of an earlier run of this process
+        self.node = GradingNode(self.store, self.grader, self.metrics, node_name(),
+                                settings.max_concurrent, settings.heartbeat_seconds,
+                                settings.stalled_seconds, on_finished=self.finished)  # fmt: skip
         self._warmup = threading.Thread(target=self._start_grader, name="grader-warmup")
         self._warmup.start()
 
     async def start(self) -> None:
-        await self.queue.start()
+        self._loop = asyncio.get_running_loop()
+        if self.listener is not None:
+            self.listener.start()
         self._pruner = asyncio.create_task(self._prune_runs(), name="prune-runs")
 
     @property
@@ -90,34 +96,90 @@ class ServiceState:
         except Exception:
             return self.settings.pool_size
 
+    def queued(self) -> None:
+        """A grading was queued: the embedded node looks at once (nodes of the cluster are
+        woken by the database's NOTIFY)."""
+        if self.node is not None:
+            self.node.wake()
+
+    def finished(self, grading_id: str) -> None:
+        """A grading's report is written (called from any thread): wake its waiters."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wake, grading_id)
+
+    async def wait(self, grading_id: str, timeout_s: float) -> bool:
+        """True once the grading is finished, False after `timeout_s`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        event = asyncio.Event()
+        self._waiters.setdefault(grading_id, set()).add(event)
+        try:
+            while not await self._is_finished(grading_id):
+                left = deadline - loop.time()
+                if left <= 0:
+                    return False
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), min(left, POLL_S))
+                event.clear()
+            return True
+        finally:
+            waiters = self._waiters.get(grading_id, set())
+            waiters.discard(event)
+            if not waiters:
+                self._waiters.pop(grading_id, None)
+
+    def gauges(self) -> dict[str, tuple[str, float]]:
+        try:
+            waiting = float(self.store.waiting())
+        except Exception:
+            waiting = -1.0
+        gauges = {"gspo_grader_queue_depth": ("Gradings waiting in the queue.", waiting)}
+        if self.node is not None:
+            gauges["gspo_grader_in_flight"] = ("Gradings running now.", self.node.in_flight)
+        return gauges
+
     async def close(self) -> None:
         if self._pruner is not None:
             self._pruner.cancel()
         if self._warmup is not None:
             await asyncio.to_thread(self._warmup.join)
-        await self.queue.close()
-        self.plots.close()
+        if self.node is not None:
+            await asyncio.to_thread(self.node.close)
+        if self.listener is not None:
+            await asyncio.to_thread(self.listener.close)
         if self.owns_grader:
             self.grader.close()
         self.store.close()
         grader = "grader" if self.owns_grader else "(no grader of its own)"
-        log.info("service closed: grading queue, plots, %s and store", grader)
+        log.info("service closed: grading node, %s and store", grader)
+
+    def _wake(self, grading_id: str) -> None:
+        for event in self._waiters.get(grading_id, ()):
+            event.set()
+
+    async def _is_finished(self, grading_id: str) -> bool:
+        try:
+            grading = await asyncio.to_thread(self.store.grading, grading_id)
+        except Exception:
+            return False  # the database is away for a moment; keep waiting until the deadline
+        return grading is not None and grading.status in ("done", "ungradable")
 
     def _start_grader(self) -> None:
-        if getattr(self.grader, "ready", False):
-            return
-        try:
-            self.grader.start()
-        except Exception as exc:
-            log.exception("the grader failed to start")
-            self.start_error = f"{type(exc).__name__}: {exc}"
+        if not getattr(self.grader, "ready", False):
+            try:
+                self.grader.start()
+            except Exception as exc:
+                log.exception("the grader failed to start")
+                self.start_error = f"{type(exc).__name__}: {exc}"
+                return
+        self.node.start()
 
     async def _prune_runs(self) -> None:
-        """Run reports are kept `run_retention_hours` (for their plots), then deleted."""
+        """Runs are kept `run_retention_hours` (for their plots), then deleted."""
         while True:
             cutoff = datetime.now(UTC) - timedelta(hours=self.settings.run_retention_hours)
             try:
                 await asyncio.to_thread(self.store.prune_runs, cutoff.isoformat())
             except Exception:
-                log.warning("could not prune old Run reports", exc_info=True)
+                log.warning("could not prune old Runs", exc_info=True)
             await asyncio.sleep(PRUNE_EVERY_S)

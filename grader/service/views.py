@@ -1,6 +1,6 @@
-"""What the API answers about a grading, built from its row: status, queue position, the
-report once there is one, and the plot URLs beside it (the report itself is never changed
-after the judge built it)."""
+"""What the API answers about a submission, built from its row and its current grading:
+status, queue position, the report once there is one, and the plot URLs beside it (the
+report itself is never changed after the judge built it)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ from fastapi import HTTPException
 
 from grader.exercise import Exercise, catalog, default_exercise
 from grader.report import Report
-from grader.service.plots import plot_names, plot_url
-from grader.service.schemas import RunResponse, SubmissionView
+from grader.service.schemas import GradingItem, RunResponse, SubmissionView
 from grader.service.state import ServiceState
-from grader.service.store import RunRecord, Submission
+from grader.store import GradedSubmission, GradingRecord
 
 
 def known_exercise(exercise_id: str | None) -> Exercise:
@@ -27,45 +26,49 @@ def known_exercise(exercise_id: str | None) -> Exercise:
     return exercises[exercise_id]
 
 
-def toy_result(report: Report) -> dict | None:
+def plot_url(report_id: str, name: str) -> str:
+    return f"/api/reports/{report_id}/plots/{name}.png"
+
+
+def plot_names(exercise: Exercise) -> tuple[str, ...]:
+    return tuple(plot.name for plot in exercise.plots)
+
+
+def toy_result(report: Report | None) -> dict | None:
     """The toy's result as plain data (what the plots show), or None."""
-    return None if report.artifacts is None else report.artifacts.data
+    return None if report is None or report.artifacts is None else report.artifacts.data
 
 
-def plots_of(report_id: str, exercise_id: str, report: Report | None) -> dict[str, str]:
-    exercise = catalog().get(exercise_id)
-    if report is None or exercise is None or toy_result(report) is None:
-        return {}
-    return {name: plot_url(report_id, name) for name in plot_names(exercise)}
+def report_of(grading: GradingRecord) -> Report | None:
+    return Report.model_validate_json(grading.report_json) if grading.report_json else None
 
 
-async def grading_fields(service: ServiceState, kind: str, record) -> dict:
-    job_id = record.submission_id if kind == "submission" else record.report_id
-    report = Report.model_validate_json(record.report_json) if record.report_json else None
-    position = None
-    if record.status == "queued":
-        position = await asyncio.to_thread(service.store.position, kind, job_id)
-    return {
-        "report_id": record.report_id,
-        "exercise": record.exercise,
-        "status": record.status,
+async def view_of(service: ServiceState, graded: GradedSubmission, shown_name: str | None = None):
+    """A Run's answer (RunResponse) or a submission's (SubmissionView)."""
+    sent, grading = graded.submission, graded.grading
+    report = report_of(grading)
+    exercise = catalog().get(sent.exercise)
+    plots = {}
+    if grading.status == "done" and exercise is not None and toy_result(report) is not None:
+        plots = {name: plot_url(grading.grading_id, name) for name in plot_names(exercise)}
+    position = await asyncio.to_thread(service.store.position, grading)
+    fields = {
+        "report_id": grading.grading_id,
+        "exercise": sent.exercise,
+        "status": grading.status,
         "position": position,
         "report": report,
-        "plots": plots_of(
-            record.report_id, record.exercise, report if record.status == "done" else None
-        ),
+        "plots": plots,
     }
-
-
-async def submission_view(service: ServiceState, record: Submission) -> SubmissionView:
-    fields = await grading_fields(service, "submission", record)
+    if sent.kind == "run":
+        return RunResponse(**fields)
     return SubmissionView(
-        submission_id=record.submission_id,
-        student=record.student,
-        created_at=record.created_at,
+        submission_id=sent.submission_id,
+        student=shown_name or sent.student,
+        created_at=sent.accepted_at,
         **fields,
     )
 
 
-async def run_view(service: ServiceState, record: RunRecord) -> RunResponse:
-    return RunResponse(**await grading_fields(service, "run", record))
+def grading_items(gradings: list[GradingRecord]) -> list[GradingItem]:
+    return [GradingItem.model_validate(g, from_attributes=True) for g in gradings]

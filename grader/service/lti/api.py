@@ -5,8 +5,8 @@
     GET  /api/lti/submissions         the student's submissions through this link
     GET  /api/lti/submissions/{id}    one of them, with its status and report
 
-Submit is the service's own (grading.py's admission, queue and answer); the one addition is
-the passback outbox row, written in the submission's transaction.
+Submit is the service's own (intake.accept); the one addition is the passback outbox row,
+written in the submission's transaction.
 """
 
 from __future__ import annotations
@@ -17,15 +17,13 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, HTTPException, Request, Response
 from pydantic import BaseModel
 
-from grader.service.deps import Service, is_id, new_id
-from grader.service.grading_node import Job
+from grader.service.deps import Service, is_id
+from grader.service.intake import Intake, accept
 from grader.service.lti.outbox import row_writer
 from grader.service.lti.service import get_lti
 from grader.service.lti.session import SESSION_HEADER, Session, issue, verify
-from grader.service.routers.grading import admit, answered, check_can_grade
 from grader.service.schemas import RunRequest, SubmissionItem, SubmissionList, SubmissionView
-from grader.service.store import Submission, now
-from grader.service.views import submission_view
+from grader.service.views import view_of
 
 router = APIRouter(prefix="/api/lti", tags=["lti"])
 EXPIRED = "Your course session has expired; open the exercise again from your course."
@@ -74,22 +72,13 @@ async def submit(
     """Grade every tier; once graded, the course's score is posted to the LMS."""
     if body.exercise not in (None, session.exercise):
         raise HTTPException(422, f"This link opens exercise {session.exercise!r} only.")
-    check_can_grade(service, body.code)
-    record = Submission(new_id(), new_id(), session.student, body.code, now(), session.exercise)
-    job = Job("submission", record.submission_id)
-
-    def write(enqueue):
-        with_row = row_writer(record.submission_id, session.user_id, session.link_id, enqueue)
-        service.store.queue_submission(record, service.admission, with_row)
-
-    await admit(service, job, write, owner=session.student)
-    finished = await service.queue.wait(job, service.settings.verdict_wait_seconds)
-    lti = get_lti(request)
-    if finished:
-        lti.passback.wake()
-    stored = await asyncio.to_thread(service.store.get_submission, record.submission_id)
-    view = await submission_view(service, stored)
-    return answered(service, response, finished, view.model_copy(update={"student": session.name}))
+    outbox_row = row_writer(session.user_id, session.link_id)
+    intake = Intake("submit", body.code, session.exercise, session.student, also=outbox_row,
+                    shown_name=session.name)  # fmt: skip
+    view = await accept(service, response, intake)
+    if view.status in ("done", "ungradable"):
+        get_lti(request).passback.wake()
+    return view
 
 
 @router.get("/submissions", response_model=SubmissionList)
@@ -105,9 +94,8 @@ async def submissions(session: LtiSession, service: Service) -> SubmissionList:
 async def one_submission(
     submission_id: str, session: LtiSession, service: Service
 ) -> SubmissionView:
-    get = service.store.get_submission
-    record = await asyncio.to_thread(get, submission_id) if is_id(submission_id) else None
-    if record is None or record.student != session.student:
+    get = service.store.get
+    found = await asyncio.to_thread(get, submission_id) if is_id(submission_id) else None
+    if found is None or found.submission.student != session.student:
         raise HTTPException(404, "No submission with this id is visible to you.")
-    view = await submission_view(service, record)
-    return view.model_copy(update={"student": session.name})
+    return await view_of(service, found, session.name)

@@ -65,8 +65,8 @@ def fail(message: str) -> int:
 
 def open_lti_store(data_dir: str | None):
     from grader.service.lti.store import LtiStore
-    from grader.service.settings import load_settings
-    from grader.service.store import open_store
+    from grader.settings import load_settings
+    from grader.store import open_store
 
     settings = load_settings(**({"data_dir": data_dir} if data_dir else {}))
     store = open_store(settings.resolved_database_url, migrate=not settings.distributed)
@@ -112,7 +112,7 @@ def rotate_key(args: argparse.Namespace, store) -> int:
 
 
 def print_tool_values() -> None:
-    from grader.service.settings import load_settings
+    from grader.settings import load_settings
 
     base = load_settings().public_url
     shown = base or "https://YOUR-GRADER"

@@ -22,8 +22,8 @@ from grader.service.lti.tables import (
     lti_scores,
     lti_users,
 )
-from grader.service.store import Enqueue
-from grader.service.tables import submissions
+from grader.store import Also as Enqueue
+from grader.store.schema import current_submissions as submissions
 
 CLAIM_S = 120.0  # longer than a post can take (two requests of at most 20 s each)
 
@@ -70,10 +70,10 @@ class CourseRow:
     score_given: float | None
 
 
-def row_writer(submission_id: str, user_id: int, link_id: int, then: Enqueue | None) -> Enqueue:
-    """Write the outbox row, then `then` (the queue's job), in the submission's transaction."""
+def row_writer(user_id: int, link_id: int) -> Enqueue:
+    """Write the outbox row in the transaction of the submission it belongs to."""
 
-    def write(c: Connection) -> None:
+    def write(c: Connection, submission_id: str) -> None:
         c.execute(
             insert(lti_scores).values(
                 submission_id=submission_id,
@@ -85,8 +85,6 @@ def row_writer(submission_id: str, user_id: int, link_id: int, then: Enqueue | N
                 created_at=stamp(),
             )
         )
-        if then is not None:
-            then(c)
 
     return write
 

@@ -19,7 +19,7 @@ from grader.service.lti.keys import ToolKeys
 from grader.service.lti.passback import Passback
 from grader.service.lti.platform_keys import PlatformKeys
 from grader.service.lti.store import LtiStore
-from grader.service.settings import Settings
+from grader.settings import Settings
 
 HTTP_TIMEOUT_S = 20.0  # one request to an LMS
 

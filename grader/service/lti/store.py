@@ -26,7 +26,8 @@ from grader.service.lti.tables import (
     lti_states,
     lti_users,
 )
-from grader.service.tables import students, submissions
+from grader.store.schema import current_submissions as submissions
+from grader.store.schema import students
 
 
 def stamp(moment: datetime | None = None) -> str:

@@ -37,7 +37,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-from grader.service.tables import metadata
+from grader.store.schema import metadata
 
 SCORE_STATES = ("pending", "sent", "skipped", "refused", "gave_up")
 POLICIES = ("best", "latest")

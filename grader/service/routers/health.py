@@ -10,7 +10,6 @@ are then queued but nobody grades them).
 from __future__ import annotations
 
 import asyncio
-import math
 from functools import cache
 
 from fastapi import APIRouter
@@ -20,6 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from grader.service.deps import Service
 from grader.service.schemas import Health
 from grader.service.state import ServiceState
+from grader.store import ago
 
 router = APIRouter(tags=["health"])
 
@@ -47,20 +47,17 @@ async def healthz(service: Service):
 
 
 async def distributed_health(service: ServiceState):
-    from grader.service.procrastinate_queue import QUEUES  # procrastinate: distributed only
-
     stalled = service.settings.stalled_seconds
     try:
-        fresh = await asyncio.to_thread(service.store.fresh_workers, stalled)
+        nodes = await asyncio.to_thread(service.store.live_nodes, ago(stalled))
     except SQLAlchemyError as error:
         reason = str(getattr(error, "orig", error)).strip().splitlines()[0]
         body = Health(status="unavailable", deployment="distributed", database=reason)
         return unavailable(service, body)
-    workers = math.ceil(fresh / len(QUEUES))  # grading nodes
-    if workers == 0:
+    if nodes == 0:
         detail = f"no grading node has sent a heartbeat in the last {stalled:g} s"
         return Health(status="degraded", detail=detail, deployment="distributed", workers=0)
-    return Health(status="ok", deployment="distributed", workers=workers)
+    return Health(status="ok", deployment="distributed", workers=nodes)
 
 
 def unavailable(service: ServiceState, body: Health) -> JSONResponse:
@@ -70,7 +67,7 @@ def unavailable(service: ServiceState, body: Health) -> JSONResponse:
 
 @router.get("/metrics", response_class=PlainTextResponse)
 async def metrics(service: Service) -> PlainTextResponse:
-    gauges = await asyncio.to_thread(service.queue.gauges)
+    gauges = await asyncio.to_thread(service.gauges)
     gauges["gspo_grader_ready"] = ("1 once the grader is warm.", int(service.ready))
     if not service.settings.distributed:
         gauges["gspo_grader_pool_size"] = ("Warm judge processes.", service.pool_size())

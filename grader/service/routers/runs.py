@@ -11,14 +11,16 @@ from fastapi import APIRouter, HTTPException
 
 from grader.service.deps import Service, is_id
 from grader.service.schemas import RunResponse
-from grader.service.views import run_view
+from grader.service.views import view_of
 
 router = APIRouter(prefix="/api/runs", tags=["runs"])
 
 
 @router.get("/{report_id}", response_model=RunResponse)
 async def get_run(report_id: str, service: Service) -> RunResponse:
-    record = await asyncio.to_thread(service.store.get_run, report_id) if is_id(report_id) else None
-    if record is None:
+    found = (
+        await asyncio.to_thread(service.store.by_grading, report_id) if is_id(report_id) else None
+    )
+    if found is None or found.submission.kind != "run":
         raise HTTPException(404, "No Run with this id (Run reports are kept for a while only).")
-    return await run_view(service, record)
+    return await view_of(service, found)

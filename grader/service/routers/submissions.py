@@ -1,4 +1,5 @@
-"""GET /api/submissions: a student's history, and one submission with its status and report.
+"""GET /api/submissions: a student's history, one submission with its current grading's
+status and report, and GET /api/submissions/{id}/gradings: every grading of it.
 
 A submission belonging to someone else answers 404, exactly like an unknown id, so its
 existence is not revealed.
@@ -12,8 +13,10 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Request
 
 from grader.service.deps import Service, StudentKey, is_id, is_instructor, key_matches
-from grader.service.schemas import SubmissionItem, SubmissionList, SubmissionView
-from grader.service.views import submission_view
+from grader.service.schemas import GradingList, SubmissionItem, SubmissionList, SubmissionView
+from grader.service.state import ServiceState
+from grader.service.views import grading_items, view_of
+from grader.store import GradedSubmission
 
 router = APIRouter(prefix="/api/submissions", tags=["submissions"])
 
@@ -41,13 +44,31 @@ async def get_submission(
     submission_id: str, request: Request, service: Service, x_student_key: StudentKey = None
 ) -> SubmissionView:
     """One submission, for its student (X-Student-Key) or the instructor (bearer token)."""
+    found = await visible(submission_id, request, service, x_student_key)
+    return await view_of(service, found)
+
+
+@router.get("/{submission_id}/gradings", response_model=GradingList)
+async def gradings(
+    submission_id: str, request: Request, service: Service, x_student_key: StudentKey = None
+) -> GradingList:
+    """Every grading of a submission, oldest first (a regrade adds one)."""
+    await visible(submission_id, request, service, x_student_key)
+    found = await asyncio.to_thread(service.store.gradings_of, submission_id)
+    return GradingList(submission_id=submission_id, gradings=grading_items(found))
+
+
+async def visible(
+    submission_id: str, request: Request, service: ServiceState, key: str | None
+) -> GradedSubmission:
+    """The submission, if the request may see it; 404 otherwise, as for an unknown id."""
     unknown = HTTPException(404, "No submission with this id is visible to you.")
-    get = service.store.get_submission
-    record = await asyncio.to_thread(get, submission_id) if is_id(submission_id) else None
-    if record is None:
+    get = service.store.get
+    found = await asyncio.to_thread(get, submission_id) if is_id(submission_id) else None
+    if found is None or found.submission.kind != "submit":
         raise unknown
     if not is_instructor(request, service):
-        key_hash = await asyncio.to_thread(service.store.student_key_hash, record.student)
-        if not key_matches(x_student_key, key_hash or ""):
+        key_hash = await asyncio.to_thread(service.store.student_key_hash, found.submission.student)
+        if not key_matches(key, key_hash or ""):
             raise unknown
-    return await submission_view(service, record)
+    return found

@@ -36,6 +36,7 @@ class Settings(BaseSettings):
     max_concurrent: int = Field(2, ge=1, le=64)  # gradings in flight
     max_queue: int = Field(16, ge=0, le=10_000)  # gradings waiting for a slot
     max_per_student: int = Field(1, ge=1, le=64)  # a student's Submits admitted at once
+    names_per_hour: int = Field(20, ge=1, le=100_000)  # new student names per address
     max_code_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)
     instructor_token: SecretStr | None = None  # None: instructor endpoints are disabled
     run_retention_hours: float = Field(24.0, gt=0, le=24 * 365)  # Run reports kept (plots)
@@ -44,7 +45,6 @@ class Settings(BaseSettings):
     stalled_seconds: float = Field(10.0, ge=1, le=30)  # no heartbeat this long: node is dead
     metrics_port: int = Field(9400, ge=0, le=65535)  # a grading node's /metrics; 0: none
     plot_wait_seconds: float = Field(20.0, ge=0, le=300)
-    plot_cache_sets: int = Field(1000, ge=1, le=1_000_000)  # sets of PNGs kept on disk
     retry_after_seconds: int = Field(5, ge=1, le=3600)
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
     # LTI 1.3 (grader/service/lti): the address LMSs and browsers reach this service at,
@@ -90,10 +90,6 @@ class Settings(BaseSettings):
     @property
     def resolved_web_dir(self) -> Path:
         return self.web_dir or REPO_ROOT / "web" / "dist"
-
-    @property
-    def plots_dir(self) -> Path:
-        return self.data_dir / "plots"
 
     def sandbox_limits(self):
         """The sandbox limits, from GSPO_GRADER_SANDBOX_* (checked here, at start-up)."""

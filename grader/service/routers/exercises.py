@@ -10,8 +10,8 @@ from fastapi import APIRouter, HTTPException
 
 from grader.exercise import Exercise, catalog, default_exercise
 from grader.judge.registry import load_tiers
-from grader.service.plots import plot_names
 from grader.service.schemas import ExerciseInfo, ExerciseSummary, TierInfo
+from grader.service.views import plot_names
 
 router = APIRouter(prefix="/api", tags=["exercise"])
 
@@ -57,7 +57,7 @@ def exercise_info(ex: Exercise) -> ExerciseInfo:
 
 def load_tier_infos(ex: Exercise) -> list[TierInfo]:
     """The tiers as the judge's registry (tests/tiers/tiers.toml) declares them. A broken
-    registry raises (the server checks it before it listens; see server.check_exercises)."""
+    registry raises (the server checks it before it listens; see grader.node.check_exercises)."""
     return [
         TierInfo(
             id=t.id,

@@ -4,7 +4,7 @@
     upgrade(engine)        # `gspo-grader db upgrade`; the embedded default runs it at start
     check_schema(engine)   # `serve` and `worker` on PostgreSQL: DatabaseError unless current
 
-The migration scripts live in `grader/service/migrations/`, inside the package, so an
+The migration scripts live in `grader/store/migrations/`, inside the package, so an
 installed grader can upgrade its own database. A SQLite file written by the first release
 (its tables, no alembic_version) is recognised and upgraded without losing a row.
 
@@ -96,12 +96,16 @@ def current_revision(engine: Engine) -> str | None:
 def upgrade(engine: Engine) -> tuple[str | None, str]:
     """Create or migrate the schema to the newest revision; (revision before, after)."""
     with engine.connect() as connection:
+        if engine.dialect.name == "sqlite":  # tables are rebuilt: check keys after, not during
+            connection.connection.driver_connection.execute("PRAGMA foreign_keys=OFF")
         before = MigrationContext.configure(connection).get_current_revision()
         if before is None and "submissions" in inspect(connection).get_table_names():
             command.stamp(_config(connection), FIRST_RELEASE)  # a first-release data dir
             before = FIRST_RELEASE
         command.upgrade(_config(connection), "head")
         connection.commit()
+        if engine.dialect.name == "sqlite":
+            connection.connection.driver_connection.execute("PRAGMA foreign_keys=ON")
     return before, head_revision()
 
 

@@ -1,0 +1,40 @@
+"""The grading node: claims queued gradings from the database, grades them in the sandbox
+with warm judges, writes their reports and draws their plots.
+
+    from grader.node import start_node
+    start_node(concurrency=2)     # `gspo-grader worker`: blocks until SIGTERM/SIGINT
+
+The embedded service runs a GradingNode in its own process. Nothing here imports a web
+framework, so a grading node loads none.
+"""
+
+from grader.node.drawing import PlotError, draw_pngs
+from grader.node.metrics import Metrics, outcome_of
+from grader.node.process import (
+    build_grader,
+    check_database,
+    check_exercises,
+    check_sandbox,
+    configure_logging,
+    node_name,
+    start_node,
+)
+from grader.node.runner import MAX_ATTEMPTS, GradingNode, recover_lost, ungradable_report
+
+__all__ = [
+    "MAX_ATTEMPTS",
+    "GradingNode",
+    "Metrics",
+    "PlotError",
+    "build_grader",
+    "check_database",
+    "check_exercises",
+    "check_sandbox",
+    "configure_logging",
+    "draw_pngs",
+    "node_name",
+    "outcome_of",
+    "recover_lost",
+    "start_node",
+    "ungradable_report",
+]

@@ -1,0 +1,139 @@
+"""`gspo-grader worker`: a grading node of the distributed deployment, and the checks that
+every process which grades runs before it starts.
+
+It keeps warm judges (a `Grader` of `--concurrency` judge processes, each with its zygote)
+and a GradingNode that claims queued gradings from PostgreSQL, woken by NOTIFY or a short
+poll. It sends a heartbeat every `heartbeat_seconds`; gradings of nodes silent for
+`stalled_seconds` (killed, SIGSTOPped, their machine gone) are queued again by any live node
+(runner.recover_lost). Its counters are served as Prometheus text on
+http://0.0.0.0:METRICS_PORT/metrics, and whether it can grade on /healthz there.
+
+It imports no web framework: none of fastapi, starlette, uvicorn, joserfc or httpx.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+
+from grader.exercise import catalog
+from grader.node.drawing import warm_plots
+from grader.node.metrics import Metrics
+from grader.node.metrics_server import MetricsServer
+from grader.node.runner import GradingNode
+from grader.settings import Settings, load_settings
+from grader.store import WORK_CHANNEL, DatabaseError, open_store
+from grader.store.database import check_schema, open_engine
+from grader.store.listener import Listener
+
+log = logging.getLogger(__name__)
+
+
+def check_exercises() -> None:
+    """Fail before starting when an exercise or its tier registry is broken (the error names
+    the file): a process that started with no tiers would look healthy and grade nothing."""
+    from grader.judge.registry import load_tiers
+
+    for exercise in catalog().values():
+        load_tiers(exercise.tiers_file)
+
+
+def check_sandbox() -> None:
+    """IsolationError when this machine offers less isolation than GSPO_GRADER_SANDBOX_REQUIRE
+    asks for (where the judges run: the embedded service, a grading node)."""
+    from grader.sandbox.isolation import check_required, detect_isolation
+
+    check_required(detect_isolation())
+
+
+def check_database(settings: Settings) -> None:
+    """DatabaseError unless a PostgreSQL database answers and is migrated (SQLite
+    migrates itself)."""
+    if not settings.distributed:
+        return
+    engine = open_engine(settings.resolved_database_url)
+    try:
+        check_schema(engine)
+    finally:
+        engine.dispose()
+
+
+def configure_logging(settings: Settings) -> None:
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s"
+    )
+
+
+def build_grader(settings: Settings, pool_size: int | None = None):
+    """The real, warm grader: pre-started judge processes, each with a sandbox worker ready."""
+    from grader.judge import Grader
+
+    return Grader(pool_size=pool_size or settings.pool_size, limits=settings.sandbox_limits())
+
+
+def node_name() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def start_node(concurrency: int | None = None, metrics_port: int | None = None) -> None:
+    """What `gspo-grader worker` runs: blocks until SIGTERM/SIGINT. SettingsError or
+    DatabaseError (one line) before anything starts when it cannot work."""
+    overrides = {"metrics_port": metrics_port} if metrics_port is not None else {}
+    settings = load_settings(**overrides)
+    configure_logging(settings)
+    if not settings.distributed:
+        raise DatabaseError(
+            "a grading node needs the distributed queue: set GSPO_GRADER_DATABASE_URL to a "
+            "postgresql:// URL (the embedded service grades in its own process)"
+        )
+    check_exercises()
+    check_database(settings)
+    check_sandbox()
+    concurrency = concurrency or settings.pool_size
+    store = open_store(settings.resolved_database_url)
+    grader = build_grader(settings, concurrency)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    grader.start()
+    if not grader.wait_ready(600.0):
+        raise RuntimeError(f"the judges did not start: {grader.start_error}")
+    warm_plots(catalog().values())
+    metrics = Metrics()
+    node = GradingNode(store, grader, metrics, node_name(), concurrency,
+                       settings.heartbeat_seconds, settings.stalled_seconds)  # fmt: skip
+    listener = Listener(settings.resolved_database_url, WORK_CHANNEL, lambda _: node.wake())
+
+    def exposition() -> str:
+        try:
+            waiting = float(store.waiting())
+        except Exception:
+            waiting = -1.0
+        gauges = {
+            "gspo_grader_queue_depth": ("Gradings waiting in the whole cluster.", waiting),
+            "gspo_grader_in_flight": ("Gradings running on this node now.", node.in_flight),
+            "gspo_grader_pool_size": ("Warm judge processes on this node.", concurrency),
+            "gspo_grader_ready": ("1 once the judges are warm.", int(bool(grader.ready))),
+        }
+        return metrics.render(gauges)
+
+    def healthy() -> bool:
+        stats = grader.stats()
+        return stats["ready"] + stats["busy"] > 0
+
+    server = MetricsServer(settings.metrics_port, exposition, healthy=healthy)
+    server.start()
+    listener.start()
+    node.start()
+    log.info("grading node %s started with %d judges", node.name, concurrency)
+    try:
+        stop.wait()
+    finally:
+        node.close()
+        listener.close()
+        server.stop()
+        grader.close()
+        store.close()

@@ -1,0 +1,212 @@
+"""A grading node: threads that claim queued gradings from the database, grade them with a
+warm Grader, and write their reports; the embedded service runs one in its own process,
+`gspo-grader worker` runs one per machine (process.py).
+
+    node = GradingNode(store, grader, metrics, name="host-1234", concurrency=2)
+    node.start()       # heartbeat and claim loops on threads; node.wake() after queueing
+    node.close()
+
+A grading is at-least-once: `claim` counts the attempt. A grader fault (a report with
+`grader_error`, or the grader raising) is never the student's: the grading is queued
+again, and after MAX_ATTEMPTS it is finished *ungradable* (no score). `recover_lost` is the
+one rule for gradings whose node died: queued again, or ungradable after MAX_ATTEMPTS.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+
+from grader.exercise import catalog, exercise_version
+from grader.node.drawing import draw_pngs
+from grader.node.metrics import Metrics, outcome_of
+from grader.report import Report
+from grader.store import Job, Store, Verdict, ago, artifacts_key
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 2
+POLL_S = 0.5  # a node with nothing to do looks again this often (PostgreSQL also NOTIFYs)
+
+
+def ungradable_report(mode: str, exercise_id: str, detail: str) -> Report:
+    """The one report of a grading the grader could not finish: its declared tiers at zero,
+    and a grader error that says it is not the student's fault."""
+    from grader.judge.failures import failed_report, grader_error
+
+    error = grader_error("the grader failed on every attempt; it was not graded", [detail])
+    exercise = catalog().get(exercise_id)
+    if exercise is None:
+        return Report(mode=mode, exercise=exercise_id, passed=False, score=0.0, max_score=0.0,
+                      grader_error=error)  # fmt: skip
+    return failed_report(exercise, mode, None, None, grader_error=error)
+
+
+def verdict_of(report: Report, version: str | None = None) -> Verdict:
+    """Done with a score, or ungradable (no score) when the grader failed."""
+    if report.grader_error is not None:
+        return Verdict(report.model_dump_json(), exercise_version=version)
+    return Verdict(report.model_dump_json(), report.score, report.max_score, report.passed, version)
+
+
+@cache
+def version_of(exercise_id: str) -> str | None:
+    """The version this node grades an exercise at (its judges loaded it at start)."""
+    exercise = catalog().get(exercise_id)
+    return exercise_version(exercise) if exercise is not None else None
+
+
+def recover_lost(store: Store, stalled_s: float, metrics: Metrics | None = None) -> int:
+    """Queue again the gradings of nodes silent for `stalled_s` (or finish them ungradable
+    after MAX_ATTEMPTS); how many were recovered."""
+    count = 0
+    for grading in store.lost(ago(stalled_s)):
+        found = store.by_grading(grading.grading_id)
+        if found is None:
+            continue
+        if grading.attempts >= MAX_ATTEMPTS:
+            detail = f"its grading node stopped answering on attempt {grading.attempts}"
+            report = ungradable_report(
+                _mode(found.submission.kind), found.submission.exercise, detail
+            )
+            written = store.finish(grading.grading_id, verdict_of(report))
+        else:
+            written = store.requeue(grading.grading_id, node=grading.node)
+        if written:
+            log.warning(
+                "grading %s was lost with node %s; recovered", grading.grading_id, grading.node
+            )
+            count += 1
+            if metrics is not None:
+                metrics.observe_retry()
+    return count
+
+
+def _mode(kind: str) -> str:
+    return "submit" if kind == "submit" else "run"
+
+
+class GradingNode:
+    """`on_finished(grading_id)` is called after a report is written (the embedded service
+    wakes the request waiting for it); `draw` draws a toy result's plots as PNG bytes."""
+
+    def __init__(
+        self,
+        store: Store,
+        grader,
+        metrics: Metrics,
+        name: str,
+        concurrency: int,
+        heartbeat_s: float = 2.0,
+        stalled_s: float = 10.0,
+        on_finished: Callable[[str], None] = lambda grading_id: None,
+        draw: Callable = draw_pngs,
+    ):
+        self.store, self.grader, self.metrics = store, grader, metrics
+        self.name = name
+        self.concurrency = concurrency
+        self.heartbeat_s, self.stalled_s = heartbeat_s, stalled_s
+        self.on_finished = on_finished
+        self.draw = draw
+        self.in_flight = 0
+        self._wake = threading.Condition()
+        self._pending = 0  # wake-ups not yet taken by a claim loop
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._plots = ThreadPoolExecutor(1, thread_name_prefix="plots")  # matplotlib: one
+
+    def start(self) -> None:
+        self.store.beat(self.name)
+        loops = [("heartbeat", self._heartbeat)]
+        loops += [(f"grading-{i}", self._claim_loop) for i in range(self.concurrency)]
+        for name, target in loops:
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def wake(self) -> None:
+        """A grading was queued: a waiting claim loop looks at once."""
+        with self._wake:
+            self._pending += 1
+            self._wake.notify()
+
+    def close(self) -> None:
+        self._stop.set()
+        with self._wake:
+            self._wake.notify_all()
+        for thread in self._threads:
+            thread.join(timeout=60)
+        self._plots.shutdown(wait=True, cancel_futures=True)
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(self.heartbeat_s):
+            try:
+                self.store.beat(self.name)
+                recover_lost(self.store, self.stalled_s, self.metrics)
+            except Exception:
+                log.warning("heartbeat failed; trying again", exc_info=True)
+
+    def _claim_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                job = self.store.claim(self.name)
+            except Exception:
+                log.warning("could not claim a grading; trying again", exc_info=True)
+                job = None
+            if job is None:
+                with self._wake:
+                    if self._pending == 0:
+                        self._wake.wait(POLL_S)
+                    self._pending = max(0, self._pending - 1)
+                continue
+            self.in_flight += 1
+            try:
+                self.run(job)
+            except Exception:  # the database went away: its heartbeat rule will requeue it
+                log.exception("grading %s failed outside the grader", job.grading_id)
+            finally:
+                self.in_flight -= 1
+
+    def run(self, job: Job) -> None:
+        """Grade a claimed grading and write its report (or queue it again after a fault)."""
+        start = time.perf_counter()
+        report = self._grade(job)
+        seconds = time.perf_counter() - start
+        if report.grader_error is not None and job.attempts < MAX_ATTEMPTS:
+            log.warning("grader fault on %s (attempt %d): %s", job.grading_id, job.attempts,
+                        report.grader_error.message)  # fmt: skip
+            if self.store.requeue(job.grading_id, node=self.name):
+                self.metrics.observe_retry()
+                self.wake()
+            return
+        verdict = verdict_of(report, version_of(job.exercise))
+        if self.store.finish(job.grading_id, verdict):
+            self.metrics.observe_grading(job.mode, outcome_of(report), seconds)
+            self.on_finished(job.grading_id)
+            self._plots.submit(self._draw_plots, job.exercise, report)
+
+    def _grade(self, job: Job) -> Report:
+        name = job.submission_id if job.kind == "submit" else None
+        try:
+            return self.grader.grade(job.code, mode=job.mode, exercise=job.exercise, name=name)
+        except Exception as error:  # the grader promises never to raise; if it does, it is ours
+            log.exception("the grader raised on %s", job.grading_id)
+            return ungradable_report(job.mode, job.exercise, f"{type(error).__name__}: {error}")
+
+    def _draw_plots(self, exercise_id: str, report: Report) -> None:
+        """Draw the toy's plots after the verdict (it never waits for matplotlib) and store
+        them once per distinct result."""
+        exercise = catalog().get(exercise_id)
+        result = None if report.artifacts is None else report.artifacts.data
+        if exercise is None or result is None or not exercise.plots:
+            return
+        key = artifacts_key(exercise.id, result)
+        try:
+            if not self.store.has_plots(key):
+                self.store.save_plots(key, self.draw(exercise, result))
+        except Exception:
+            log.exception("the plots of %s could not be drawn", key)

@@ -1,0 +1,56 @@
+"""The database both the web service and the grading nodes use: schema, migrations, queries.
+
+    from grader.store import open_store
+    store = open_store("sqlite:///data/grader.sqlite3", migrate=True)
+    store.admit(submission, grading_id, admission)   # a submission and its queued grading
+    job = store.claim("node-a")                      # a grading node takes the oldest one
+    store.finish(job.grading_id, verdict)            # its report, written once
+
+It imports no web framework and no torch: a grading node and an API node both load it.
+"""
+
+from grader.store.database import DatabaseError, is_postgres, upgrade_url
+from grader.store.jobs import VERDICT_CHANNEL, WORK_CHANNEL, Job
+from grader.store.queries import Also, Store, artifacts_key, open_store
+from grader.store.records import (
+    Admission,
+    GradedSubmission,
+    GradingRecord,
+    NameTaken,
+    OwnerBusy,
+    QueueFull,
+    Submission,
+    SubmissionSummary,
+    TooManyNames,
+    Verdict,
+    ago,
+    now,
+)
+from grader.store.schema import FINISHED, IN_FLIGHT
+
+__all__ = [
+    "FINISHED",
+    "IN_FLIGHT",
+    "VERDICT_CHANNEL",
+    "WORK_CHANNEL",
+    "Admission",
+    "Also",
+    "DatabaseError",
+    "GradedSubmission",
+    "GradingRecord",
+    "Job",
+    "NameTaken",
+    "OwnerBusy",
+    "QueueFull",
+    "Store",
+    "Submission",
+    "SubmissionSummary",
+    "TooManyNames",
+    "Verdict",
+    "ago",
+    "artifacts_key",
+    "is_postgres",
+    "now",
+    "open_store",
+    "upgrade_url",
+]

@@ -1,0 +1,141 @@
+"""The grading row is the job: what grading nodes do to it, in single statements.
+
+    job = jobs.claim("node-a")             # the oldest queued grading, now grading on node-a
+    jobs.finish(job.grading_id, verdict)   # written once: False if it was finished before
+    jobs.requeue(job.grading_id)           # back to queued, for another attempt
+    jobs.beat("node-a")                    # the node's heartbeat
+    jobs.lost(cutoff)                      # gradings on nodes silent since `cutoff`
+
+A claim is one UPDATE of the oldest queued row (PostgreSQL picks it with FOR UPDATE SKIP
+LOCKED, so two nodes never wait for each other; SQLite's writers are serialised by BEGIN
+IMMEDIATE) that counts the attempt and names the node. On PostgreSQL a queued grading
+NOTIFYs WORK_CHANNEL and a finished one VERDICT_CHANNEL (payload: its id), so nodes and
+waiting requests wake at once; both also poll, so a lost notification costs a poll period.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+
+from sqlalchemy import Connection, Engine, and_, func, or_, select, update
+
+from grader.store.records import GradingRecord, Verdict, now
+from grader.store.schema import IN_FLIGHT, gradings, nodes, submissions
+
+WORK_CHANNEL = "gspo_grader_work"  # NOTIFY: a grading was queued
+VERDICT_CHANNEL = "gspo_grader_verdicts"  # NOTIFY payload: the grading id, once finished
+
+
+@dataclass(frozen=True)
+class Job:
+    """A claimed grading, with what grading it needs."""
+
+    grading_id: str
+    submission_id: str
+    kind: str  # run or submit
+    exercise: str
+    code: str
+    attempts: int  # this one included
+
+    @property
+    def mode(self) -> str:
+        return "submit" if self.kind == "submit" else "run"
+
+
+class Jobs:
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.postgres = engine.dialect.name == "postgresql"
+
+    def claim(self, node: str) -> Job | None:
+        """Take the oldest queued grading (live work before regrades), or None."""
+        oldest = (
+            select(gradings.c.grading_id)
+            .where(gradings.c.status == "queued")
+            .order_by(gradings.c.priority, gradings.c.queued_at)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+            .scalar_subquery()
+        )
+        taken = (
+            update(gradings)
+            .where(gradings.c.grading_id == oldest, gradings.c.status == "queued")
+            .values(status="grading", node=node, attempts=gradings.c.attempts + 1, started_at=now())
+            .returning(gradings.c.grading_id, gradings.c.submission_id, gradings.c.attempts)
+        )
+        s = submissions.c
+        with self.write() as c:
+            row = c.execute(taken).first()
+            if row is None:
+                return None
+            sent = select(s.kind, s.exercise, s.code).where(s.submission_id == row.submission_id)
+            kind, exercise, code = c.execute(sent).one()
+        return Job(row.grading_id, row.submission_id, kind, exercise, code, row.attempts)
+
+    def finish(self, grading_id: str, verdict: Verdict) -> bool:
+        """Write the verdict once: True if this call wrote it, False if it was written before."""
+        values = {f.name: getattr(verdict, f.name) for f in fields(verdict)}
+        values |= {"status": "done" if verdict.score is not None else "ungradable"}
+        values |= {"finished_at": now()}
+        in_flight = and_(gradings.c.grading_id == grading_id, gradings.c.status.in_(IN_FLIGHT))
+        with self.write() as c:
+            changed = c.execute(update(gradings).where(in_flight).values(**values)).rowcount
+            if changed:
+                self.notify(c, VERDICT_CHANNEL, grading_id)
+        return bool(changed)
+
+    def requeue(self, grading_id: str, node: str | None = None) -> bool:
+        """Back to queued for another attempt (attempts stay counted); False unless it was
+        grading (on `node`, when given: a node that came back late requeues nothing)."""
+        where = [gradings.c.grading_id == grading_id, gradings.c.status == "grading"]
+        if node is not None:
+            where.append(gradings.c.node == node)
+        with self.write() as c:
+            changed = c.execute(update(gradings).where(*where).values(status="queued", node=None))
+            if changed.rowcount:
+                self.notify(c, WORK_CHANNEL, "")
+        return bool(changed.rowcount)
+
+    def beat(self, node: str) -> None:
+        """The node's heartbeat: it is alive now."""
+        with self.write() as c:
+            seen = update(nodes).where(nodes.c.name == node).values(seen_at=now())
+            if not c.execute(seen).rowcount:
+                c.execute(nodes.insert().values(name=node, seen_at=now()))
+
+    def lost(self, cutoff: str) -> list[GradingRecord]:
+        """Gradings in progress on a node not seen since `cutoff` (or on none)."""
+        alive = select(nodes.c.name).where(nodes.c.seen_at >= cutoff)
+        orphan = or_(gradings.c.node.is_(None), gradings.c.node.not_in(alive))
+        query = select(gradings).where(gradings.c.status == "grading", orphan)
+        with self.engine.connect() as c:
+            return [GradingRecord(**row) for row in c.execute(query).mappings()]
+
+    def live_nodes(self, cutoff: str) -> int:
+        """Grading nodes seen since `cutoff`."""
+        with self.engine.connect() as c:
+            return c.scalar(select(func.count()).where(nodes.c.seen_at >= cutoff)) or 0
+
+    def waiting(self) -> int:
+        """Gradings queued and not yet claimed, in the whole cluster."""
+        query = select(func.count()).where(gradings.c.status == "queued")
+        with self.engine.connect() as c:
+            return c.scalar(query) or 0
+
+    def grading(self, grading_id: str) -> GradingRecord | None:
+        with self.engine.connect() as c:
+            row = c.execute(select(gradings).where(gradings.c.grading_id == grading_id))
+            found = row.mappings().first()
+        return GradingRecord(**found) if found else None
+
+    def notify(self, c: Connection, channel: str, payload: str) -> None:
+        if self.postgres:  # SQLite: one process; its node and waiters are woken in memory
+            c.execute(select(func.pg_notify(channel, payload)))
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A write transaction: BEGIN IMMEDIATE on SQLite, committed on leaving."""
+        with self.engine.connect().execution_options(write=True) as c, c.begin():
+            yield c

@@ -1,0 +1,133 @@
+"""The database schema as SQLAlchemy Core tables (the migrations in `migrations/versions/`
+create them; this module describes their latest shape for queries).
+
+Times are ISO 8601 text in UTC (ISO text sorts in time order). A *submission* is what was
+sent and when it was accepted, and is never changed; a *grading* is one run of the tiers on
+it, and is the job a grading node claims. A grading's status moves
+
+    queued -> grading -> done          the report and score, written once
+                      -> ungradable    the grader failed on every attempt (never a score)
+             grading -> queued         its node died, or the grader failed: another attempt
+
+One grading per submission is `current` (what the student, the gradebook and the LMS see).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    select,
+    text,
+)
+
+STATUSES = ("queued", "grading", "done", "ungradable")
+IN_FLIGHT = ("queued", "grading")
+FINISHED = ("done", "ungradable")
+KINDS = ("run", "submit")
+
+metadata = MetaData()
+
+students = Table(
+    "students",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("key_hash", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
+    Column("address", Text, nullable=True),  # the client that created the name
+)
+
+submissions = Table(
+    "submissions",
+    metadata,
+    Column("submission_id", Text, primary_key=True),
+    Column("kind", String(8), nullable=False),  # run or submit
+    Column("student", Text, ForeignKey("students.name"), nullable=True),  # None: a Run
+    Column("client", Text, nullable=False),  # whose work it is: the student, or an address
+    Column("exercise", String(32), nullable=False),
+    Column("code", Text, nullable=False),
+    Column("accepted_at", Text, nullable=False),
+)
+Index("submissions_by_student", submissions.c.student, submissions.c.accepted_at)
+Index("submissions_by_kind", submissions.c.kind, submissions.c.accepted_at)
+
+gradings = Table(
+    "gradings",
+    metadata,
+    Column("grading_id", Text, primary_key=True),  # also the report id of plot URLs
+    Column("submission_id", Text, ForeignKey("submissions.submission_id"), nullable=False),
+    Column("current", Boolean, nullable=False),
+    Column("priority", Integer, nullable=False),  # 0 live work; higher waits (regrades)
+    Column("status", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("node", Text, nullable=True),  # the grading node of the latest attempt
+    Column("exercise_version", String(64), nullable=True),  # set by the node that graded
+    Column("report_json", Text, nullable=True),
+    Column("score", Float, nullable=True),
+    Column("max_score", Float, nullable=True),
+    Column("passed", Boolean, nullable=True),
+    Column("queued_at", Text, nullable=False),
+    Column("started_at", Text, nullable=True),
+    Column("finished_at", Text, nullable=True),
+)
+Index("gradings_by_status", gradings.c.status, gradings.c.priority, gradings.c.queued_at)
+Index(
+    "gradings_current",
+    gradings.c.submission_id,
+    unique=True,
+    sqlite_where=text("current"),
+    postgresql_where=text("current"),
+)
+
+# Grading nodes' heartbeats: a node whose `seen_at` is older than `stalled_seconds` is dead,
+# and its gradings are queued again (Jobs.recover_lost).
+nodes = Table(
+    "nodes",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("seen_at", Text, nullable=False),
+)
+
+# The toy's plots as PNG bytes, drawn by a grading node after the verdict, keyed by a digest
+# of what they show (identical toy results share one set).
+plots = Table(
+    "plots",
+    metadata,
+    Column("artifacts_key", String(64), nullable=False),
+    Column("name", String(64), nullable=False),
+    Column("png", LargeBinary, nullable=False),
+    Column("created_at", Text, nullable=False),
+    PrimaryKeyConstraint("artifacts_key", "name"),
+)
+
+# Every submission with its current grading, in the columns a reader of one row wants
+# (what LTI's outbox joins on); read-only.
+current_submissions = (
+    select(
+        submissions.c.submission_id,
+        submissions.c.kind,
+        submissions.c.student,
+        submissions.c.exercise,
+        submissions.c.accepted_at.label("created_at"),
+        gradings.c.grading_id,
+        gradings.c.status,
+        gradings.c.attempts,
+        gradings.c.score,
+        gradings.c.max_score,
+        gradings.c.passed,
+        gradings.c.finished_at,
+    )
+    .select_from(submissions.join(gradings))
+    .where(gradings.c.current)
+    .subquery("current_submissions")
+)

@@ -9,7 +9,15 @@
 It imports no web framework and no torch: a grading node and an API node both load it.
 """
 
-from grader.store.database import DatabaseError, is_postgres, upgrade_url
+from grader.store.database import (
+    DatabaseError,
+    current_revision,
+    head_revision,
+    is_postgres,
+    open_engine,
+    upgrade,
+    upgrade_url,
+)
 from grader.store.jobs import VERDICT_CHANNEL, WORK_CHANNEL, Job
 from grader.store.queries import Also, Store, artifacts_key, open_store
 from grader.store.records import (
@@ -48,6 +56,10 @@ __all__ = [
     "TooManyNames",
     "Verdict",
     "ago",
+    "current_revision",
+    "head_revision",
+    "open_engine",
+    "upgrade",
     "artifacts_key",
     "is_postgres",
     "now",

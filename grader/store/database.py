@@ -93,8 +93,9 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(connection).get_current_revision()
 
 
-def upgrade(engine: Engine) -> tuple[str | None, str]:
-    """Create or migrate the schema to the newest revision; (revision before, after)."""
+def upgrade(engine: Engine, target: str = "head") -> tuple[str | None, str]:
+    """Create or migrate the schema to the newest revision (or `target`); (revision before,
+    after)."""
     with engine.connect() as connection:
         if engine.dialect.name == "sqlite":  # tables are rebuilt: check keys after, not during
             connection.connection.driver_connection.execute("PRAGMA foreign_keys=OFF")
@@ -102,11 +103,11 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
         if before is None and "submissions" in inspect(connection).get_table_names():
             command.stamp(_config(connection), FIRST_RELEASE)  # a first-release data dir
             before = FIRST_RELEASE
-        command.upgrade(_config(connection), "head")
+        command.upgrade(_config(connection), target)
         connection.commit()
         if engine.dialect.name == "sqlite":
             connection.connection.driver_connection.execute("PRAGMA foreign_keys=ON")
-    return before, head_revision()
+    return before, head_revision() if target == "head" else target
 
 
 def upgrade_url(url: str) -> str:

@@ -169,7 +169,7 @@ def test_serve_takes_host_port_and_data_dir_from_the_environment_unless_given(
 ):
     import uvicorn
 
-    from grader.service.settings import Settings
+    from grader.settings import Settings
 
     started = {}
 

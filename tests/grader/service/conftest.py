@@ -14,11 +14,10 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 from grader.service import create_app, load_settings
-from grader.service.plots import PlotRenderer
 
 sys.path.insert(0, str(Path(__file__).parent))
 from postgres_server import PostgresServer, find_bindir
-from service_fakes import FAKE_EXPERIMENT, FakeGrader
+from service_fakes import FakeDrawer, FakeGrader
 from service_kit import wait_until
 
 
@@ -54,16 +53,9 @@ def settings_for(tmp_path):
 
 
 @pytest.fixture
-def fake_experiment(tmp_path) -> Path:
-    """A toy whose plots are tiny PNGs, drawn at once."""
-    path = tmp_path / "fake_experiment.py"
-    path.write_text(FAKE_EXPERIMENT)
-    return path
-
-
-@pytest.fixture
-def make_client(settings_for, fake_experiment):
-    """Start an app around a FakeGrader; returns (client, grader). Closed after the test."""
+def make_client(settings_for):
+    """Start an app around a FakeGrader whose node draws plots with a FakeDrawer; returns
+    (client, grader). Closed after the test."""
     opened = []
 
     def make(grader: FakeGrader | None = None, wait_ready: bool = True, **overrides):
@@ -73,9 +65,8 @@ def make_client(settings_for, fake_experiment):
         client.__enter__()
         opened.append(client)
         service = client.app.state.service
-        service.plots = PlotRenderer(
-            settings.plots_dir, settings.plot_cache_sets, experiment_for=lambda _: fake_experiment
-        )
+        if service.node is not None:  # embedded: its own grading node
+            service.node.draw = FakeDrawer()
         if wait_ready:
             wait_until(lambda: service.ready)
         return client, grader

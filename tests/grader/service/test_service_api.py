@@ -10,7 +10,7 @@ from service_kit import TOKEN, wait_until
 
 from grader.exercise import default_exercise
 from grader.report import Report
-from grader.service.plots import experiment_module
+from grader.store import Admission, Submission, open_store
 
 pytestmark = pytest.mark.service
 
@@ -145,15 +145,16 @@ def test_a_full_queue_answers_503_at_once(make_client):
     client, _ = make_client(grader, max_concurrent=1, max_queue=1)
     results = []
 
-    def run_one():
-        results.append(client.post("/api/run", json={"code": REFERENCE}).status_code)
+    def run_one(student):
+        body = {"code": REFERENCE, "student": student}
+        results.append(client.post("/api/run", json=body).status_code)
 
-    threads = [threading.Thread(target=run_one) for _ in range(2)]
+    threads = [threading.Thread(target=run_one, args=(name,)) for name in ("r1", "r2")]
     for thread in threads:
         thread.start()
     service = client.app.state.service
-    wait_until(lambda: service.queue.in_flight == 1 and service.queue.waiting == 1)
-    refused = client.post("/api/run", json={"code": REFERENCE})
+    wait_until(lambda: service.node.in_flight == 1 and service.store.waiting() == 1)
+    refused = client.post("/api/run", json={"code": REFERENCE, "student": "r3"})
     assert refused.status_code == 503 and int(refused.headers["Retry-After"]) > 0
     assert "queue" in refused.json()["detail"]
     grader.grade_gate.set()
@@ -172,13 +173,13 @@ def test_a_second_submit_of_the_same_student_in_flight_is_429(make_client):
     waiting = threading.Thread(target=lambda: results.append(submit(client, key=key)))
     waiting.start()
     service = client.app.state.service
-    wait_until(lambda: service.queue.in_flight == 1)
+    wait_until(lambda: service.node.in_flight == 1)
     again = submit(client, key=key)
     assert again.status_code == 429 and int(again.headers["Retry-After"]) > 0
     assert "still being graded" in again.json()["detail"]
     other = threading.Thread(target=lambda: results.append(submit(client, student="bob")))
     other.start()  # another student is not held back
-    wait_until(lambda: service.queue.in_flight == 2)
+    wait_until(lambda: service.node.in_flight == 2)
     grader.grade_gate.set()
     for thread in (waiting, other):
         thread.join(10)
@@ -317,28 +318,25 @@ def test_a_grader_that_cannot_start_keeps_healthz_at_503(make_client):
     assert health.json()["status"] == "failed" and "no sandbox" in health.json()["detail"]
 
 
-def test_identical_toy_results_are_drawn_once(make_client, fake_experiment):
+def test_identical_toy_results_are_drawn_once(make_client):
     client, _ = make_client()
     first = client.post("/api/run", json={"code": REFERENCE}).json()
     second = client.post("/api/run", json={"code": REFERENCE + "\n# same toy results\n"}).json()
     assert first["report_id"] != second["report_id"]
     for body in (first, second):
         assert client.get(body["plots"]["curves"]).status_code == 200
-    renders = experiment_module(fake_experiment).RENDERS
-    assert len(renders) == 1 and renders[0]["ratios"] == [1.0, 1.5, 0.5]
+    drawn = client.app.state.service.node.draw.results
+    assert len(drawn) == 1 and drawn[0]["ratios"] == [1.0, 1.5, 0.5]
 
 
-def test_the_plot_cache_keeps_a_bounded_number_of_sets_and_redraws_on_request(make_client):
-    client, _ = make_client(plot_cache_sets=2)
-    plots_dir = client.app.state.service.plots.plots_dir
-    reports = [client.post("/api/run", json={"code": REFERENCE}).json()]
-    for variant in ("\n# !", "\n# !!"):  # the fake's toy result counts the "!"
-        reports.append(client.post("/api/run", json={"code": REFERENCE + variant}).json())
-    urls = [body["plots"]["curves"] for body in reports]
-    for url in urls:
-        assert client.get(url).status_code == 200
-    wait_until(lambda: len([p for p in plots_dir.iterdir() if not p.name.startswith(".")]) <= 2)
-    assert client.get(urls[0]).status_code == 200  # evicted, then drawn again on request
+def test_plots_live_in_the_database_and_survive_a_restart(make_client):
+    client, _ = make_client()
+    url = client.post("/api/run", json={"code": REFERENCE}).json()["plots"]["curves"]
+    png = client.get(url).content
+    client.__exit__(None, None, None)
+    again, _ = make_client()  # same data dir: a new process would find the same rows
+    assert again.get(url).content == png
+    assert again.app.state.service.node.draw.results == []
 
 
 def test_exercises_are_listed_and_described_by_id(make_client):
@@ -424,7 +422,7 @@ def test_a_refused_first_submit_claims_no_name(make_client):
     grader.grade_gate = threading.Event()
     holder = threading.Thread(target=lambda: submit(client, student="bob"))
     holder.start()
-    wait_until(lambda: client.app.state.service.queue.in_flight == 1)
+    wait_until(lambda: client.app.state.service.node.in_flight == 1)
     assert submit(client, student="ada").status_code == 503
     assert client.app.state.service.store.student_key_hash("ada") is None
     grader.grade_gate.set()
@@ -435,13 +433,11 @@ def test_a_refused_first_submit_claims_no_name(make_client):
 def test_jobs_left_unfinished_by_a_killed_service_are_graded_at_the_next_start(
     make_client, settings_for
 ):
-    from grader.service.store import Admission, Submission, open_store
-
     store = open_store(settings_for().resolved_database_url, migrate=True)
-    store.create_student("ada", "hash", "t")
-    left = Submission("a" * 32, "b" * 32, "ada", REFERENCE, "2026-01-01T00:00:00+00:00", "gspo")
-    store.queue_submission(left, Admission(10, 1))
-    store.start_attempt("submission", left.submission_id)  # it was grading when killed
+    store.create_student("ada", "hash")
+    left = Submission("a" * 32, "submit", "ada", "ada", "gspo", REFERENCE, "2026-01-01T00:00:00")
+    store.admit(left, "b" * 32, Admission(10, 10, 1))
+    assert store.claim("the-killed-service").grading_id == "b" * 32  # it was grading
     store.close()
     client, grader = make_client(instructor_token=TOKEN)
     auth = {"Authorization": f"Bearer {TOKEN}"}
@@ -449,6 +445,8 @@ def test_jobs_left_unfinished_by_a_killed_service_are_graded_at_the_next_start(
     wait_until(lambda: client.get(url, headers=auth).json()["status"] == "done")
     assert client.get(url, headers=auth).json()["report"]["passed"] is True
     assert grader.names == [left.submission_id]
+    history = client.get(url + "/gradings", headers=auth).json()["gradings"]
+    assert [(g["attempts"], g["current"]) for g in history] == [(2, True)]
 
 
 def test_db_upgrade_migrates_a_first_release_data_dir(tmp_path):

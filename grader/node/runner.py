@@ -140,7 +140,7 @@ class GradingNode:
             self._wake.notify_all()
         for thread in self._threads:
             thread.join(timeout=60)
-        self._plots.shutdown(wait=True, cancel_futures=True)
+        self._plots.shutdown(wait=False, cancel_futures=True)  # a drawing finishes alone
 
     def _heartbeat(self) -> None:
         while not self._stop.wait(self.heartbeat_s):

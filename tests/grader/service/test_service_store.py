@@ -1,66 +1,77 @@
 """The store on SQLite and on PostgreSQL alike: round trips, admission enforced in the
-database, the verdict written once, plots, and the student-name race."""
+database, claims that never hand one grading to two nodes, the verdict written once, the
+rule for gradings whose node died, regrades, plots, and the student-name race."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
-from grader.service.store import (
+from grader.node import MAX_ATTEMPTS, recover_lost
+from grader.service import regrade
+from grader.store import (
     Admission,
+    NameTaken,
     OwnerBusy,
     QueueFull,
-    RunRecord,
     Submission,
+    TooManyNames,
     Verdict,
     open_store,
 )
 
 pytestmark = pytest.mark.service
 
-ROOMY = Admission(max_waiting=100, max_per_student=100)
+ROOMY = Admission(capacity=100, run_capacity=100, submits_per_student=100, runs_per_client=100)
 
 
-def record(n: int, student: str = "ada", **changes) -> Submission:
+def sent(n: int, student: str | None = "ada", kind: str = "submit", **changes) -> Submission:
     values = {
         "submission_id": f"{n:032x}",
-        "report_id": f"{n + 1000:032x}",
-        "student": student,
-        "code": f"# code {n}",
-        "created_at": f"2026-01-01T00:00:{n:02d}+00:00",
+        "kind": kind,
+        "student": student if kind == "submit" else None,
+        "client": student or "address 10.0.0.1",
         "exercise": "gspo",
+        "code": f"# code {n}",
+        "accepted_at": f"2026-01-01T00:00:{n:02d}+00:00",
     }
     return Submission(**(values | changes))
 
 
-def done(n: int, student: str = "ada", **changes) -> Submission:
-    verdict = {"status": "done", "attempts": 1, "report_json": '{"passed": true}'}
-    verdict |= {"score": float(n), "max_score": 100.0, "passed": n % 2 == 0}
-    return record(n, student, **(verdict | changes))
+def gid(n: int) -> str:
+    return f"{n + 1000:032x}"
+
+
+def admit(store, n: int, admission: Admission = ROOMY, **changes) -> Submission:
+    submission = sent(n, **changes)
+    store.admit(submission, gid(n), admission)
+    return submission
 
 
 @pytest.fixture
 def store(database_url):
     store = open_store(database_url, migrate=True)
-    store.create_student("ada", "hash-a", "t")
-    store.create_student("grace", "hash-g", "t")
+    store.create_student("ada", "hash-a")
+    store.create_student("grace", "hash-g")
     yield store
     store.close()
 
 
 def test_rows_survive_closing_and_reopening(database_url):
     store = open_store(database_url, migrate=True)
-    assert store.create_student("李雷 2", "hash-a", "2026-01-01T00:00:00+00:00")
-    store.add_submission(done(1, student="李雷 2"))
+    assert store.create_student("李雷 2", "hash-a")
+    mine = admit(store, 1, student="李雷 2")
     store.close()
     again = open_store(database_url)  # migrated: opens without migrating
     assert again.student_key_hash("李雷 2") == "hash-a"
-    assert again.get_submission(done(1).submission_id) == done(1, student="李雷 2")
-    assert again.find_by_report(done(1).report_id) == done(1, student="李雷 2")
-    assert again.get_submission("f" * 32) is None
+    found = again.get(mine.submission_id)
+    assert found.submission == mine and found.grading.status == "queued"
+    assert again.by_grading(gid(1)) == found
+    assert again.get("f" * 32) is None
     again.close()
 
 
@@ -73,10 +84,18 @@ def test_sqlite_is_durable_wal_with_full_sync(tmp_path):
     store.close()
 
 
+def finish(store, n: int, score: float) -> None:
+    job = store.claim("node-a")
+    assert job.grading_id == gid(n)
+    assert store.finish(job.grading_id, Verdict("{}", score, 100.0, score > 50))
+
+
 def test_listing_is_newest_first_per_student_and_per_exercise(store):
     for n in (3, 1, 2):
-        store.add_submission(done(n))
-    store.add_submission(done(4, student="grace", exercise="dpo"))
+        admit(store, n)
+        finish(store, n, float(n))
+    admit(store, 4, student="grace", exercise="dpo")
+    admit(store, 5, kind="run")  # Runs are no one's submissions
     assert [s.score for s in store.list_submissions("ada")] == [3.0, 2.0, 1.0]
     assert [s.student for s in store.list_submissions()] == ["grace", "ada", "ada", "ada"]
     assert [s.student for s in store.list_submissions(exercise="dpo")] == ["grace"]
@@ -86,90 +105,121 @@ def test_listing_is_newest_first_per_student_and_per_exercise(store):
 
 def test_a_submission_needs_an_existing_student(store):
     with pytest.raises(IntegrityError):
-        store.add_submission(done(1, student="ghost"))
+        admit(store, 1, student="ghost")
 
 
 def test_the_verdict_is_written_once(store):
-    store.queue_submission(record(1), ROOMY)
-    assert store.get_submission(record(1).submission_id).status == "queued"
-    started = store.start_attempt("submission", record(1).submission_id)
-    assert (started.status, started.attempts) == ("grading", 1)
+    admit(store, 1)
+    job = store.claim("node-a")
+    assert (job.grading_id, job.attempts, job.code, job.mode) == (gid(1), 1, "# code 1", "submit")
+    assert store.get(sent(1).submission_id).grading.status == "grading"
     first = Verdict('{"first": 1}', score=80.0, max_score=100.0, passed=False)
-    assert store.finish("submission", record(1).submission_id, first) is True
+    assert store.finish(gid(1), first) is True
     late = Verdict('{"late": 1}', score=100.0, max_score=100.0, passed=True)
-    assert store.finish("submission", record(1).submission_id, late) is False
-    row = store.get_submission(record(1).submission_id)
-    assert (row.status, row.score, row.report_json) == ("done", 80.0, '{"first": 1}')
-    assert store.start_attempt("submission", record(1).submission_id) is None  # finished
+    assert store.finish(gid(1), late) is False
+    grading = store.get(sent(1).submission_id).grading
+    assert (grading.status, grading.score, grading.report_json) == ("done", 80.0, '{"first": 1}')
+    assert store.claim("node-a") is None  # nothing left to take
 
 
 def test_an_ungradable_submission_keeps_no_score(store):
-    store.queue_submission(record(1), ROOMY)
-    store.start_attempt("submission", record(1).submission_id)
-    store.requeue("submission", record(1).submission_id)
-    again = store.start_attempt("submission", record(1).submission_id)
+    admit(store, 1)
+    store.claim("node-a")
+    assert store.requeue(gid(1), node="node-b") is False  # not node-b's to give back
+    assert store.requeue(gid(1), node="node-a")
+    again = store.claim("node-b")
     assert again.attempts == 2
-    assert store.finish("submission", again.submission_id, Verdict('{"grader_error": 1}'))
-    row = store.get_submission(again.submission_id)
-    assert (row.status, row.score, row.passed) == ("ungradable", None, None)
+    assert store.finish(again.grading_id, Verdict('{"grader_error": 1}'))
+    grading = store.get(sent(1).submission_id).grading
+    assert (grading.status, grading.score, grading.passed) == ("ungradable", None, None)
     assert store.list_submissions()[0].status == "ungradable"
 
 
+def test_claims_race_and_each_grading_goes_to_one_node(store):
+    for n in range(6):
+        admit(store, n, student=None, kind="run", client=f"c{n}")
+    taken: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def claim_all(i: int) -> None:
+        barrier.wait()
+        while (job := store.claim(f"node-{i}")) is not None:
+            taken.append(job.grading_id)
+
+    threads = [threading.Thread(target=claim_all, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(taken) == sorted(gid(n) for n in range(6))
+
+
 def test_one_student_may_have_max_per_student_in_flight(store):
-    one = Admission(max_waiting=100, max_per_student=1)
-    store.queue_submission(record(1), one)
+    one = Admission(capacity=100, run_capacity=100, submits_per_student=1)
+    admit(store, 1, one)
     with pytest.raises(OwnerBusy):
-        store.queue_submission(record(2), one)
-    store.queue_submission(record(3, student="grace"), one)  # another student is not held back
-    store.start_attempt("submission", record(1).submission_id)
+        admit(store, 2, one)
+    admit(store, 3, one, student="grace")  # another student is not held back
+    store.claim("node-a")
     with pytest.raises(OwnerBusy):  # grading is still in flight
-        store.queue_submission(record(2), one)
-    store.finish("submission", record(1).submission_id, Verdict("{}", 1.0, 1.0, True))
-    store.queue_submission(record(2), one)  # the place was given back
-    assert store.get_submission(record(2).submission_id).status == "queued"
+        admit(store, 2, one)
+    store.finish(gid(1), Verdict("{}", 1.0, 1.0, True))
+    admit(store, 2, one)  # the place was given back
+    assert store.get(sent(2).submission_id).grading.status == "queued"
 
 
-def test_the_queue_refuses_past_max_waiting_and_counts_positions(store):
-    two = Admission(max_waiting=2, max_per_student=5)
-    store.queue_submission(record(1), two)
-    store.queue_run(RunRecord("a" * 32, "gspo", "# run", "2026-01-01T00:00:02+00:00"), two)
+def test_the_queue_refuses_past_capacity_and_counts_positions(store):
+    two = Admission(capacity=2, run_capacity=2, submits_per_student=5)
+    admit(store, 1, two)
+    admit(store, 2, two, kind="run")
     with pytest.raises(QueueFull):
-        store.queue_submission(record(3), two)
+        admit(store, 3, two)
     with pytest.raises(QueueFull):
-        store.queue_run(RunRecord("b" * 32, "gspo", "# run", "2026-01-01T00:00:04+00:00"), two)
+        admit(store, 4, two, kind="run", client="another")
     assert store.waiting() == 2
-    assert store.position("run", "a" * 32) == 2
-    assert store.position("submission", record(1).submission_id) == 1
-    store.start_attempt("submission", record(1).submission_id)  # taken: no longer waiting
-    assert store.position("submission", record(1).submission_id) is None
-    assert store.position("run", "a" * 32) == 1
-    store.queue_submission(record(3), two)
+    assert store.position(store.by_grading(gid(2)).grading) == 2
+    assert store.position(store.by_grading(gid(1)).grading) == 1
+    store.claim("node-a")  # taken: no longer waiting
+    assert store.position(store.by_grading(gid(1)).grading) is None
+    assert store.position(store.by_grading(gid(2)).grading) == 1
+    admit(store, 3, two)
+
+
+def test_runs_fill_their_share_and_one_each_so_submits_keep_room(store):
+    """Issue 26: two slow Runs must not make a Submit wait; one client one Run in flight."""
+    fair = Admission(capacity=3, run_capacity=2, submits_per_student=1, runs_per_client=1)
+    admit(store, 1, fair, kind="run", student="ada")
+    with pytest.raises(OwnerBusy):  # the same client's second Run
+        admit(store, 2, fair, kind="run", student="ada")
+    admit(store, 3, fair, kind="run", student="grace")
+    with pytest.raises(QueueFull):  # Runs have their share
+        admit(store, 4, fair, kind="run", student=None, client="address 10.0.0.9")
+    admit(store, 5, fair)  # a Submit still gets in
 
 
 def test_the_embedded_service_counts_gradings_in_flight_against_its_slots(store):
-    """max_in_flight counts what waits and what is being graded; a verdict frees a slot."""
-    slots = Admission(max_waiting=10, max_per_student=5, max_in_flight=2)
-    store.queue_submission(record(1), slots)
-    store.queue_run(RunRecord("a" * 32, "gspo", "# run", "2026-01-01T00:00:02+00:00"), slots)
-    store.start_attempt("submission", record(1).submission_id)  # grading: still in flight
+    """count_grading counts what waits and what is being graded; a verdict frees a slot."""
+    slots = Admission(capacity=2, run_capacity=2, submits_per_student=5, count_grading=True)
+    admit(store, 1, slots)
+    admit(store, 2, slots, kind="run")
+    store.claim("node-a")  # grading: still in flight
     assert store.waiting() == 1
     with pytest.raises(QueueFull):
-        store.queue_submission(record(3), slots)
-    store.finish("submission", record(1).submission_id, Verdict("{}", 1.0, 1.0, True))
-    store.queue_submission(record(3), slots)
-    assert store.get_submission(record(3).submission_id).status == "queued"
+        admit(store, 3, slots)
+    store.finish(gid(1), Verdict("{}", 1.0, 1.0, True))
+    admit(store, 3, slots)
 
 
 def test_admission_holds_under_racing_requests(store):
     """Eight threads race to queue a submission of the same student: exactly one gets in."""
-    one = Admission(max_waiting=100, max_per_student=1)
+    one = Admission(capacity=100, run_capacity=100, submits_per_student=1)
     outcomes: list[str] = []
     barrier = threading.Barrier(8)
 
     def queue(i: int) -> None:
         barrier.wait()
         try:
-            store.queue_submission(record(10 + i), one)
+            admit(store, 10 + i, one)
             outcomes.append("queued")
         except OwnerBusy:
             outcomes.append("busy")
@@ -182,26 +232,71 @@ def test_admission_holds_under_racing_requests(store):
     assert sorted(outcomes) == ["busy"] * 7 + ["queued"]
 
 
-def test_the_row_and_its_job_commit_together_or_not_at_all(store):
-    def failing_enqueue(connection) -> None:
-        raise RuntimeError("the queue refused the job")
+def test_new_names_are_limited_per_address_and_a_refused_one_claims_nothing(store):
+    two = Admission(capacity=100, run_capacity=100, submits_per_student=1, names_per_hour=2)
+    for n, name in enumerate(("n1", "n2"), start=1):
+        store.admit(sent(n, student=name), gid(n), two, "hash", address="10.0.0.7")
+    with pytest.raises(TooManyNames):
+        store.admit(sent(3, student="n3"), gid(3), two, "hash", address="10.0.0.7")
+    assert store.student_key_hash("n3") is None
+    store.admit(sent(4, student="n4"), gid(4), two, "hash", address="10.0.0.8")  # elsewhere
+    with pytest.raises(NameTaken):
+        store.admit(sent(5, student="n4"), gid(5), two, "hash", address="10.0.0.8")
+
+
+def test_the_submission_and_what_comes_with_it_commit_together_or_not_at_all(store):
+    def failing(connection, submission_id) -> None:
+        raise RuntimeError("the outbox refused the row")
 
     with pytest.raises(RuntimeError):
-        store.queue_submission(record(1), ROOMY, enqueue=failing_enqueue)
-    assert store.get_submission(record(1).submission_id) is None
+        store.admit(sent(1), gid(1), ROOMY, also=failing)
+    assert store.get(sent(1).submission_id) is None and store.waiting() == 0
     seen = []
-    store.queue_submission(record(2), ROOMY, enqueue=seen.append)
-    assert len(seen) == 1 and store.get_submission(record(2).submission_id) is not None
+    store.admit(sent(2), gid(2), ROOMY, also=lambda c, sid: seen.append(sid))
+    assert seen == [sent(2).submission_id] and store.get(sent(2).submission_id) is not None
+
+
+def test_a_dead_nodes_grading_is_queued_again_then_ungradable(store):
+    admit(store, 1)
+    store.beat("alive")
+    store.beat("dead")
+    store.claim("dead")
+    assert recover_lost(store, stalled_s=60) == 0  # its heartbeat is recent
+    with store.write() as c:  # its heartbeat stopped long ago
+        c.execute(text("UPDATE nodes SET seen_at = '2000-01-01' WHERE name = 'dead'"))
+    assert recover_lost(store, stalled_s=60) == 1
+    assert store.get(sent(1).submission_id).grading.status == "queued"
+    for attempt in range(2, MAX_ATTEMPTS + 1):
+        assert store.claim("dead").attempts == attempt
+    assert recover_lost(store, stalled_s=60) == 1  # its last attempt: given up
+    grading = store.get(sent(1).submission_id).grading
+    assert (grading.status, grading.score, grading.attempts) == ("ungradable", None, MAX_ATTEMPTS)
+    message = json.loads(grading.report_json)["grader_error"]["message"]
+    assert message.startswith("Grader error (not your code's fault)")
+    assert recover_lost(store, stalled_s=60) == 0
+
+
+def test_a_regrade_adds_a_grading_below_live_work_and_keeps_the_old_one(store):
+    admit(store, 1)
+    finish(store, 1, 40.0)
+    [preview] = regrade(store, [sent(1).submission_id])
+    admit(store, 2, student="grace")  # live work comes first
+    assert store.claim("node-a").grading_id == gid(2)
+    assert store.claim("node-a").grading_id == preview
+    store.finish(preview, Verdict("{}", 70.0, 100.0, True))
+    assert store.get(sent(1).submission_id).grading.score == 40.0  # the student sees no change
+    [applied] = regrade(store, [sent(1).submission_id], current=True)
+    history = store.gradings_of(sent(1).submission_id)
+    assert [(g.score, g.current) for g in history] == [(40.0, False), (70.0, False), (None, True)]
+    assert store.get(sent(1).submission_id).grading.grading_id == applied
 
 
 def test_runs_and_plots_round_trip(store):
-    run = RunRecord("c" * 32, "gspo", "# run", "2026-01-01T00:00:00+00:00")
-    store.queue_run(run, ROOMY)
-    assert store.finish("run", run.report_id, Verdict('{"mode": "run"}', 10.0, 10.0, True))
-    assert store.get_run(run.report_id).status == "done"
-    assert (
-        store.prune_runs("2026-01-02T00:00:00+00:00") == 1 and store.get_run(run.report_id) is None
-    )
+    run = admit(store, 1, kind="run")
+    store.claim("node-a")
+    assert store.finish(gid(1), Verdict('{"mode": "run"}', 10.0, 10.0, True))
+    assert store.by_grading(gid(1)).submission == run
+    assert store.prune_runs("2026-01-02T00:00:00+00:00") == 1 and store.by_grading(gid(1)) is None
     assert not store.has_plots("k1")
     store.save_plots("k1", {"curves": b"\x89PNG one", "grad_matrix": b"\x89PNG two"})
     store.save_plots("k1", {"curves": b"\x89PNG again"})  # drawn twice: the first set stays
@@ -216,7 +311,7 @@ def test_only_one_of_many_racing_claims_on_a_name_wins(database_url):
 
     def claim(i: int) -> None:
         barrier.wait()
-        if store.create_student("ada", f"hash-{i}", "t"):
+        if store.create_student("ada", f"hash-{i}"):
             wins.append(i)
 
     threads = [threading.Thread(target=claim, args=(i,)) for i in range(8)]
@@ -225,26 +320,4 @@ def test_only_one_of_many_racing_claims_on_a_name_wins(database_url):
     for thread in threads:
         thread.join()
     assert len(wins) == 1 and store.student_key_hash("ada") == f"hash-{wins[0]}"
-    store.close()
-
-
-def test_a_job_without_a_live_queue_job_is_an_orphan_adopted_once(postgres):
-    """PostgreSQL: a row in flight whose procrastinate job is gone (its task failed on the
-    database) is found, and only one of two grading nodes queues it again."""
-    from grader.service.grading_node import Job
-    from grader.service.procrastinate_queue import GRADE_TASK, deferring_app, grade_job_writer
-
-    url = postgres.new_database()
-    store = open_store(url, migrate=True)
-    store.create_student("ada", "h", "t")
-    app = deferring_app(url)
-    job = Job("submission", record(1).submission_id)
-    store.queue_submission(record(1), ROOMY, grade_job_writer(app, job))
-    assert store.orphans(GRADE_TASK) == []  # its job waits
-    with store.engine.begin() as c:
-        c.execute(text("UPDATE procrastinate_jobs SET status = 'failed'"))
-    assert store.orphans(GRADE_TASK) == [("submission", job.job_id)]
-    assert store.adopt("submission", job.job_id, GRADE_TASK, grade_job_writer(app, job))
-    assert not store.adopt("submission", job.job_id, GRADE_TASK, grade_job_writer(app, job))
-    assert store.orphans(GRADE_TASK) == []
     store.close()

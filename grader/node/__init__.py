@@ -10,6 +10,7 @@ framework, so a grading node loads none.
 
 from grader.node.drawing import PlotError, draw_pngs
 from grader.node.metrics import Metrics, outcome_of
+from grader.node.metrics_server import MetricsServer
 from grader.node.process import (
     build_grader,
     check_database,
@@ -25,6 +26,7 @@ __all__ = [
     "MAX_ATTEMPTS",
     "GradingNode",
     "Metrics",
+    "MetricsServer",
     "PlotError",
     "build_grader",
     "check_database",

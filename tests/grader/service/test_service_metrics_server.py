@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from grader.service.metrics_server import MetricsServer
+from grader.node import MetricsServer
 
 
 def _free_port() -> int:

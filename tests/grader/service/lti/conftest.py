@@ -11,10 +11,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_lms import FakeLms, register
 from servers import LaunchBrowser, ServerThread
-from service_fakes import FakeGrader
+from service_fakes import FakeDrawer, FakeGrader
 
 from grader.service import create_app, load_settings
-from grader.service.plots import PlotRenderer
 
 
 @pytest.fixture
@@ -43,7 +42,7 @@ class Tool:
 
 
 @pytest.fixture
-def start_tool(lms, tmp_path, fake_experiment):
+def start_tool(lms, tmp_path):
     """Start the tool (once per test) with these settings overrides; the LMS registered."""
     started: list[ServerThread] = []
 
@@ -58,12 +57,8 @@ def start_tool(lms, tmp_path, fake_experiment):
         app = create_app(settings, grader)
         server.start(app)
         started.append(server)
-        if isinstance(grader, FakeGrader):  # no torch: the fake toy draws the plots
-            app.state.service.plots = PlotRenderer(
-                settings.plots_dir,
-                settings.plot_cache_sets,
-                experiment_for=lambda _: fake_experiment,
-            )
+        if app.state.service.node is not None and isinstance(grader, FakeGrader):  # no torch
+            app.state.service.node.draw = FakeDrawer()
         lms.tool_base = server.base
         return Tool(server, app, grader, data_dir)
 

@@ -15,10 +15,8 @@ from test_lti_launch import session_of
 from test_lti_passback import PASSING, wait_for
 
 from grader.service import create_app, load_settings
-from grader.service.database import upgrade_url
-from grader.service.grading_node import GradingNode, Job
-from grader.service.metrics import Metrics
-from grader.service.store import open_store
+from grader.node import GradingNode, Metrics
+from grader.store import open_store, upgrade_url
 
 pytestmark = pytest.mark.service
 
@@ -63,9 +61,11 @@ def test_a_launch_and_its_passback_span_two_api_nodes(api_nodes, browser, lms):
     )
     assert queued.status_code == 202, queued.text  # no grading node has taken it yet
     submission_id = queued.json()["submission_id"]
-    node = GradingNode(store, FakeGrader(), Metrics())
+    node = GradingNode(store, FakeGrader(), Metrics(), "node-1", 1)
     node.grader.start()
-    assert node.run(Job("submission", submission_id)) == "finished"
+    job = store.claim(node.name)
+    assert job.submission_id == submission_id
+    node.run(job)
 
     wait_for(lambda: lms.scores, message="a score from one of the API nodes")
     time.sleep(2.0)  # both nodes drain every second: a second post would have come

@@ -9,7 +9,7 @@ import pytest
 
 from grader.service.lti.outbox import Outbox, row_writer
 from grader.service.lti.store import Entry, LoginState, LtiStore, later
-from grader.service.store import Admission, Submission, Verdict, now, open_store
+from grader.store import Admission, Submission, Verdict, now, open_store
 
 
 @pytest.fixture
@@ -60,13 +60,12 @@ def test_an_outbox_row_is_claimed_by_one_node_and_only_once_graded(two_nodes):
     )
     seat = a.seat(entry)
     assert b.seat(entry) == seat  # the same user, course and link from any node
-    record = Submission("s" * 32, "r" * 32, seat.student, "code", now(), "gspo")
-    store.queue_submission(
-        record, Admission(10, 1), row_writer(record.submission_id, seat.user_id, seat.link_id, None)
-    )
+    record = Submission("s" * 32, "submit", seat.student, seat.student, "gspo", "code", now())
+    outbox_row = row_writer(seat.user_id, seat.link_id)
+    store.admit(record, "r" * 32, Admission(10, 10, 1), also=outbox_row)
     assert Outbox(a).due(8) == []  # not graded yet: nothing to post
-    store.start_attempt("submission", record.submission_id)
-    store.finish("submission", record.submission_id, Verdict("{}", 20.0, 20.0, True))
+    store.claim("node-a")
+    store.finish("r" * 32, Verdict("{}", 20.0, 20.0, True))
     assert Outbox(b).due(8) == [record.submission_id]
     claims = [Outbox(s).claim(record.submission_id) for s in (a, b)]
     assert [c is not None for c in claims] == [True, False]

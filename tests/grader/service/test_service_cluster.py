@@ -7,7 +7,9 @@ What each test proves:
   - two API nodes and two grading nodes grade 40 Submits from 8 clients right, one verdict
     each, while one grading node is killed with SIGKILL mid-grading; both API nodes show the
     same histories;
-  - a grading node stopped with SIGSTOP does not hold its job: another one grades it;
+  - a grading node stopped with SIGSTOP does not hold its grading: its heartbeat stops, and
+    another node queues the grading again and grades it; the grading node imported no web
+    framework;
   - PostgreSQL restarted under load: 503 (never 500) while it is down, nothing
     acknowledged is lost.
 """
@@ -24,6 +26,7 @@ import httpx
 import pytest
 from cluster import Cluster, verdict, wait_for
 from postgres_server import PostgresServer, find_bindir
+from test_service_node import web_modules_of
 
 from grader.exercise import default_exercise
 
@@ -74,8 +77,7 @@ def test_two_api_nodes_and_two_workers_grade_40_submits_with_a_worker_killed(clu
     (_, api_a), (node_b, api_b) = cluster.api(), cluster.api()
     victim, _ = cluster.worker()
     cluster.worker()
-    # two grading nodes, not their four queue workers; each node's workers register with
-    # the queue a moment after it reports ready
+    # two grading nodes, by their heartbeats
     wait_for(node_b, f"{api_b}/healthz", timeout=30, body='"workers":2,')
     results: dict[str, list[tuple[str, bool, dict]]] = {}
     keys: dict[str, str] = {}
@@ -131,7 +133,9 @@ def test_two_api_nodes_and_two_workers_grade_40_submits_with_a_worker_killed(clu
 
 def test_a_stopped_worker_does_not_hold_its_job(cluster):
     _, api = cluster.api()
+    cluster.env["PYTHONPROFILEIMPORTTIME"] = "1"  # its log lists every module it imported
     stopped, _ = cluster.worker()
+    del cluster.env["PYTHONPROFILEIMPORTTIME"]
     with httpx.Client(base_url=api, timeout=120) as http:
         answer = http.post("/api/submit", json={"code": SLOW_REFERENCE, "student": "ada"})
         key = answer.json()["student_key"]
@@ -152,6 +156,7 @@ def test_a_stopped_worker_does_not_hold_its_job(cluster):
         time.sleep(8)  # the stopped node wakes up and finishes its grading too
         again = http.get(url, headers={"X-Student-Key": key}).json()
         assert again["report"] == final["report"]  # the verdict was written once
+    assert web_modules_of(stopped.log.read_text()) == set()
 
 
 def test_postgres_restarted_under_load_answers_503_and_loses_nothing(tmp_path):

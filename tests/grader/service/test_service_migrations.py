@@ -23,8 +23,8 @@ from grader.store import (
     DatabaseError,
     Submission,
     current_revision,
-    now,
     head_revision,
+    now,
     open_engine,
     open_store,
     upgrade,
@@ -169,8 +169,8 @@ def test_a_0004_database_upgrades_to_submissions_with_gradings(database_url, mak
     store = client.app.state.service.store
     with store.engine.connect() as c:
         tables = set(inspect(c).get_table_names())
-        linked = c.execute(text("SELECT s.student FROM lti_scores o JOIN submissions s"
-                                " ON s.submission_id = o.submission_id")).scalars().all()  # fmt: skip
+        join = "SELECT s.student FROM lti_scores o JOIN submissions s USING (submission_id)"
+        linked = c.execute(text(join)).scalars().all()
     assert linked == ["ada"] and "runs" not in tables and "procrastinate_jobs" not in tables
     assert db_upgrade(env, *args).stdout.strip().endswith("nothing to do")
     held.start_gate.set()

@@ -113,7 +113,7 @@ def test_submissions_survive_a_restart_and_a_kill_9(start_server):
     first.process.send_signal(signal.SIGTERM)  # graceful: the grader is closed
     first.process.wait(60)  # uvicorn re-raises SIGTERM after its shutdown, so -15 is normal
     log = first.log_path.read_text()
-    assert "service closed: grading queue, plots, grader and store" in log, log[-2000:]
+    assert "service closed: grading node, grader and store" in log, log[-2000:]
     assert first.session_pids() == []
 
     second = start_server()

@@ -14,8 +14,8 @@ from service_fakes import FakeGrader
 from test_lti_launch import session_of
 from test_lti_passback import PASSING, wait_for
 
-from grader.service import create_app, load_settings
 from grader.node import GradingNode, Metrics
+from grader.service import create_app, load_settings
 from grader.store import open_store, upgrade_url
 
 pytestmark = pytest.mark.service

@@ -32,13 +32,14 @@ POLL_S = 1.0  # a waiting request also reads its grading this often
 
 def admission_of(settings: Settings) -> Admission:
     """Distributed: what waits for any grading node of the cluster. Embedded: this process's
-    grading slots and the places waiting for them. Runs fill at most half of the queue."""
-    run_share = max(1, settings.max_queue // 2)
+    grading slots and the places waiting for them. Runs fill at most half of the queue (on
+    a cluster at least one place, or no Run could ever wait)."""
     if settings.distributed:
-        capacity, runs, count_grading = settings.max_queue, run_share, False
+        capacity, count_grading = settings.max_queue, False
+        runs = max(1, settings.max_queue // 2)
     else:
-        capacity = settings.max_concurrent + settings.max_queue
-        runs, count_grading = settings.max_concurrent + run_share, True
+        capacity, count_grading = settings.max_concurrent + settings.max_queue, True
+        runs = settings.max_concurrent + settings.max_queue // 2
     return Admission(capacity, min(runs, capacity), settings.max_per_student,
                      names_per_hour=settings.names_per_hour,
                      count_grading=count_grading)  # fmt: skip

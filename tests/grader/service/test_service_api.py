@@ -145,16 +145,15 @@ def test_a_full_queue_answers_503_at_once(make_client):
     client, _ = make_client(grader, max_concurrent=1, max_queue=1)
     results = []
 
-    def run_one(student):
-        body = {"code": REFERENCE, "student": student}
-        results.append(client.post("/api/run", json=body).status_code)
+    def submit_one(student):
+        results.append(submit(client, student=student).status_code)
 
-    threads = [threading.Thread(target=run_one, args=(name,)) for name in ("r1", "r2")]
+    threads = [threading.Thread(target=submit_one, args=(name,)) for name in ("s1", "s2")]
     for thread in threads:
         thread.start()
     service = client.app.state.service
     wait_until(lambda: service.node.in_flight == 1 and service.store.waiting() == 1)
-    refused = client.post("/api/run", json={"code": REFERENCE, "student": "r3"})
+    refused = submit(client, student="s3")
     assert refused.status_code == 503 and int(refused.headers["Retry-After"]) > 0
     assert "queue" in refused.json()["detail"]
     grader.grade_gate.set()
@@ -462,3 +461,37 @@ def test_db_upgrade_migrates_a_first_release_data_dir(tmp_path):
     assert first.returncode == 0 and "upgraded from 0001 to revision" in first.stdout
     again = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "nothing to do" in again.stdout
+
+
+def test_two_slow_runs_leave_room_for_a_submit(make_client):
+    """Issue 26: with MAX_QUEUE=1, two slow Runs used to make every Submit get 503. Runs fill
+    at most half the queue, one in flight per client."""
+    grader = FakeGrader()
+    grader.grade_gate = threading.Event()
+    client, _ = make_client(grader, max_concurrent=1, max_queue=1)
+    service = client.app.state.service
+    slow = threading.Thread(
+        target=lambda: client.post("/api/run", json={"code": REFERENCE, "student": "r1"})
+    )
+    slow.start()
+    wait_until(lambda: service.node.in_flight == 1)
+    again = client.post("/api/run", json={"code": REFERENCE, "student": "r1"})
+    assert again.status_code == 429 and "previous Run" in again.json()["detail"]
+    other = client.post("/api/run", json={"code": REFERENCE, "student": "r2"})
+    assert other.status_code == 503  # Runs have their share of the queue
+    answers = []
+    waiting = threading.Thread(target=lambda: answers.append(submit(client)))
+    waiting.start()
+    wait_until(lambda: service.store.waiting() == 1)  # the Submit was admitted
+    grader.grade_gate.set()
+    for thread in (slow, waiting):
+        thread.join(10)
+    assert answers[0].status_code == 200 and answers[0].json()["status"] == "done"
+
+
+def test_new_names_are_limited_per_address(make_client):
+    client, _ = make_client(names_per_hour=2)
+    assert [submit(client, student=name).status_code for name in ("n1", "n2")] == [200, 200]
+    third = submit(client, student="n3")
+    assert third.status_code == 429 and third.headers["Retry-After"] == "3600"
+    assert client.app.state.service.store.student_key_hash("n3") is None

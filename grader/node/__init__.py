@@ -9,9 +9,10 @@ framework, so a grading node loads none.
 """
 
 from grader.node.drawing import PlotError, draw_pngs
-from grader.node.metrics import Metrics, outcome_of
+from grader.node.metrics import Metrics, outcome_label
 from grader.node.metrics_server import MetricsServer
-from grader.node.process import (
+from grader.node.runner import MAX_ATTEMPTS, GradingNode, recover_lost, ungradable_report
+from grader.node.start import (
     build_grader,
     check_database,
     check_exercises,
@@ -20,7 +21,6 @@ from grader.node.process import (
     node_name,
     start_node,
 )
-from grader.node.runner import MAX_ATTEMPTS, GradingNode, recover_lost, ungradable_report
 
 __all__ = [
     "MAX_ATTEMPTS",
@@ -35,7 +35,7 @@ __all__ = [
     "configure_logging",
     "draw_pngs",
     "node_name",
-    "outcome_of",
+    "outcome_label",
     "recover_lost",
     "start_node",
     "ungradable_report",

@@ -84,7 +84,7 @@ class Metrics:
         return lines
 
 
-def outcome_of(report) -> str:
+def outcome_label(report) -> str:
     """Which counter a report falls under; a grader fault is never counted as the student's."""
     if report.grader_error is not None:
         return "grader_error"

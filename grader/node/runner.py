@@ -1,6 +1,6 @@
 """A grading node: threads that claim queued gradings from the database, grade them with a
 warm Grader, and write their reports; the embedded service runs one in its own process,
-`gspo-grader worker` runs one per machine (process.py).
+`gspo-grader worker` runs one per machine (start.py).
 
     node = GradingNode(store, grader, metrics, name="host-1234", concurrency=2)
     node.start()       # heartbeat and claim loops on threads; node.wake() after queueing
@@ -23,9 +23,9 @@ from functools import cache
 
 from grader.exercise import catalog, exercise_version
 from grader.node.drawing import draw_pngs
-from grader.node.metrics import Metrics, outcome_of
+from grader.node.metrics import Metrics, outcome_label
 from grader.report import Report
-from grader.store import Job, Store, Verdict, ago, artifacts_key
+from grader.store import GradingResult, Job, Store, ago, artifacts_key
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +46,13 @@ def ungradable_report(mode: str, exercise_id: str, detail: str) -> Report:
     return failed_report(exercise, mode, None, None, grader_error=error)
 
 
-def verdict_of(report: Report, version: str | None = None) -> Verdict:
+def verdict_of(report: Report, version: str | None = None) -> GradingResult:
     """Done with a score, or ungradable (no score) when the grader failed."""
     if report.grader_error is not None:
-        return Verdict(report.model_dump_json(), exercise_version=version)
-    return Verdict(report.model_dump_json(), report.score, report.max_score, report.passed, version)
+        return GradingResult(report.model_dump_json(), exercise_version=version)
+    return GradingResult(
+        report.model_dump_json(), report.score, report.max_score, report.passed, version
+    )
 
 
 @cache
@@ -185,7 +187,7 @@ class GradingNode:
             return
         verdict = verdict_of(report, version_of(job.exercise))
         if self.store.finish(job.grading_id, verdict):
-            self.metrics.observe_grading(job.mode, outcome_of(report), seconds)
+            self.metrics.observe_grading(job.mode, outcome_label(report), seconds)
             self.on_finished(job.grading_id)
             self._plots.submit(self._draw_plots, job.exercise, report)
 

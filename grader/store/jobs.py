@@ -21,7 +21,7 @@ from dataclasses import dataclass, fields
 
 from sqlalchemy import Connection, Engine, and_, func, or_, select, update
 
-from grader.store.records import GradingRecord, Verdict, now
+from grader.store.records import GradingRecord, GradingResult, now
 from grader.store.schema import IN_FLIGHT, gradings, nodes, submissions
 
 WORK_CHANNEL = "gspo_grader_work"  # NOTIFY: a grading was queued
@@ -74,7 +74,7 @@ class Jobs:
             kind, exercise, code = c.execute(sent).one()
         return Job(row.grading_id, row.submission_id, kind, exercise, code, row.attempts)
 
-    def finish(self, grading_id: str, verdict: Verdict) -> bool:
+    def finish(self, grading_id: str, verdict: GradingResult) -> bool:
         """Write the verdict once: True if this call wrote it, False if it was written before."""
         values = {f.name: getattr(verdict, f.name) for f in fields(verdict)}
         values |= {"status": "done" if verdict.score is not None else "ungradable"}

@@ -89,7 +89,7 @@ class SubmissionSummary:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class GradingResult:
     """What finishing a grading writes. `score` None: ungradable, the report says why."""
 
     report_json: str

@@ -25,14 +25,14 @@ def address(request: Request) -> str:
 
 
 @router.post("/run", response_model=RunResponse, responses=ACCEPTED)
-async def run(body: RunRequest, request: Request, service: Service, response: Response):
+async def post_run(body: RunRequest, request: Request, service: Service, response: Response):
     """Grade the visible tiers; nothing is kept beyond `run_retention_hours`."""
     intake = Intake("run", body.code, body.exercise, body.student, address(request))
     return await accept(service, response, intake)
 
 
 @router.post("/submit", response_model=SubmitResponse, responses=ACCEPTED)
-async def submit(
+async def post_submit(
     body: SubmitRequest,
     request: Request,
     service: Service,

@@ -15,12 +15,12 @@ from grader.node import MAX_ATTEMPTS, recover_lost
 from grader.service import regrade
 from grader.store import (
     Admission,
+    GradingResult,
     NameTaken,
     OwnerBusy,
     QueueFull,
     Submission,
     TooManyNames,
-    Verdict,
     open_store,
 )
 
@@ -87,7 +87,7 @@ def test_sqlite_is_durable_wal_with_full_sync(tmp_path):
 def finish(store, n: int, score: float) -> None:
     job = store.claim("node-a")
     assert job.grading_id == gid(n)
-    assert store.finish(job.grading_id, Verdict("{}", score, 100.0, score > 50))
+    assert store.finish(job.grading_id, GradingResult("{}", score, 100.0, score > 50))
 
 
 def test_listing_is_newest_first_per_student_and_per_exercise(store):
@@ -113,9 +113,9 @@ def test_the_verdict_is_written_once(store):
     job = store.claim("node-a")
     assert (job.grading_id, job.attempts, job.code, job.mode) == (gid(1), 1, "# code 1", "submit")
     assert store.get(sent(1).submission_id).grading.status == "grading"
-    first = Verdict('{"first": 1}', score=80.0, max_score=100.0, passed=False)
+    first = GradingResult('{"first": 1}', score=80.0, max_score=100.0, passed=False)
     assert store.finish(gid(1), first) is True
-    late = Verdict('{"late": 1}', score=100.0, max_score=100.0, passed=True)
+    late = GradingResult('{"late": 1}', score=100.0, max_score=100.0, passed=True)
     assert store.finish(gid(1), late) is False
     grading = store.get(sent(1).submission_id).grading
     assert (grading.status, grading.score, grading.report_json) == ("done", 80.0, '{"first": 1}')
@@ -129,7 +129,7 @@ def test_an_ungradable_submission_keeps_no_score(store):
     assert store.requeue(gid(1), node="node-a")
     again = store.claim("node-b")
     assert again.attempts == 2
-    assert store.finish(again.grading_id, Verdict('{"grader_error": 1}'))
+    assert store.finish(again.grading_id, GradingResult('{"grader_error": 1}'))
     grading = store.get(sent(1).submission_id).grading
     assert (grading.status, grading.score, grading.passed) == ("ungradable", None, None)
     assert store.list_submissions()[0].status == "ungradable"
@@ -163,7 +163,7 @@ def test_one_student_may_have_max_per_student_in_flight(store):
     store.claim("node-a")
     with pytest.raises(OwnerBusy):  # grading is still in flight
         admit(store, 2, one)
-    store.finish(gid(1), Verdict("{}", 1.0, 1.0, True))
+    store.finish(gid(1), GradingResult("{}", 1.0, 1.0, True))
     admit(store, 2, one)  # the place was given back
     assert store.get(sent(2).submission_id).grading.status == "queued"
 
@@ -206,7 +206,7 @@ def test_the_embedded_service_counts_gradings_in_flight_against_its_slots(store)
     assert store.waiting() == 1
     with pytest.raises(QueueFull):
         admit(store, 3, slots)
-    store.finish(gid(1), Verdict("{}", 1.0, 1.0, True))
+    store.finish(gid(1), GradingResult("{}", 1.0, 1.0, True))
     admit(store, 3, slots)
 
 
@@ -283,7 +283,7 @@ def test_a_regrade_adds_a_grading_below_live_work_and_keeps_the_old_one(store):
     admit(store, 2, student="grace")  # live work comes first
     assert store.claim("node-a").grading_id == gid(2)
     assert store.claim("node-a").grading_id == preview
-    store.finish(preview, Verdict("{}", 70.0, 100.0, True))
+    store.finish(preview, GradingResult("{}", 70.0, 100.0, True))
     assert store.get(sent(1).submission_id).grading.score == 40.0  # the student sees no change
     [applied] = regrade(store, [sent(1).submission_id], current=True)
     history = store.gradings_of(sent(1).submission_id)
@@ -294,7 +294,7 @@ def test_a_regrade_adds_a_grading_below_live_work_and_keeps_the_old_one(store):
 def test_runs_and_plots_round_trip(store):
     run = admit(store, 1, kind="run")
     store.claim("node-a")
-    assert store.finish(gid(1), Verdict('{"mode": "run"}', 10.0, 10.0, True))
+    assert store.finish(gid(1), GradingResult('{"mode": "run"}', 10.0, 10.0, True))
     assert store.by_grading(gid(1)).submission == run
     assert store.prune_runs("2026-01-02T00:00:00+00:00") == 1 and store.by_grading(gid(1)) is None
     assert not store.has_plots("k1")

@@ -9,7 +9,7 @@ import pytest
 
 from grader.service.lti.outbox import Outbox, row_writer
 from grader.service.lti.store import Entry, LoginState, LtiStore, later
-from grader.store import Admission, Submission, Verdict, now, open_store
+from grader.store import Admission, GradingResult, Submission, now, open_store
 
 
 @pytest.fixture
@@ -65,7 +65,7 @@ def test_an_outbox_row_is_claimed_by_one_node_and_only_once_graded(two_nodes):
     store.admit(record, "r" * 32, Admission(10, 10, 1), also=outbox_row)
     assert Outbox(a).due(8) == []  # not graded yet: nothing to post
     store.claim("node-a")
-    store.finish("r" * 32, Verdict("{}", 20.0, 20.0, True))
+    store.finish("r" * 32, GradingResult("{}", 20.0, 20.0, True))
     assert Outbox(b).due(8) == [record.submission_id]
     claims = [Outbox(s).claim(record.submission_id) for s in (a, b)]
     assert [c is not None for c in claims] == [True, False]

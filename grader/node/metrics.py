@@ -49,39 +49,37 @@ class Metrics:
         with self._lock:
             lines = self._counter_lines() + self._histogram_lines()
         for name, (help_text, value) in gauges.items():
-            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name} {value:g}"]
+            lines += [*_header(name, help_text, "gauge"), f"{name} {value:g}"]
         return "\n".join(lines) + "\n"
 
     def _counter_lines(self) -> list[str]:
         name = "gspo_grader_gradings_total"
-        lines = [f"# HELP {name} Gradings finished, by mode and outcome.", f"# TYPE {name} counter"]
+        lines = _header(name, "Gradings finished, by mode and outcome.", "counter")
         for mode in ("run", "submit"):
             for outcome in OUTCOMES:
                 count = self._gradings[(mode, outcome)]
                 lines.append(f'{name}{{mode="{mode}",outcome="{outcome}"}} {count}')
-        rejected = "gspo_grader_rejected_total"
-        lines += [
-            f"# HELP {rejected} Gradings refused with 503 because the queue was full.",
-            f"# TYPE {rejected} counter",
-            f"{rejected} {self._rejected}",
-        ]
-        retries = "gspo_grader_retries_total"
-        lines += [
-            f"# HELP {retries} Attempts ended by a grader fault or a lost grading node, retried.",
-            f"# TYPE {retries} counter",
-            f"{retries} {self._retries}",
-        ]
+        for name, text, value in (
+            ("gspo_grader_rejected_total", "Gradings refused (503, 429).", self._rejected),
+            ("gspo_grader_retries_total", "Attempts lost to a grader fault or a dead node, "
+             "retried.", self._retries),
+        ):  # fmt: skip
+            lines += [*_header(name, text, "counter"), f"{name} {value}"]
         return lines
 
     def _histogram_lines(self) -> list[str]:
         name = "gspo_grader_grading_seconds"
-        lines = [f"# HELP {name} Time spent grading one submission.", f"# TYPE {name} histogram"]
+        lines = _header(name, "Time spent grading one submission.", "histogram")
         for bound, count in zip(LATENCY_BUCKETS, self._bucket_counts, strict=True):
             lines.append(f'{name}_bucket{{le="{bound:g}"}} {count}')
         lines.append(f'{name}_bucket{{le="+Inf"}} {self._latency_count}')
         lines.append(f"{name}_sum {self._latency_sum:.6f}")
         lines.append(f"{name}_count {self._latency_count}")
         return lines
+
+
+def _header(name: str, text: str, kind: str) -> list[str]:
+    return [f"# HELP {name} {text}", f"# TYPE {name} {kind}"]
 
 
 def outcome_label(report) -> str:

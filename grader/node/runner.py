@@ -62,11 +62,14 @@ def version_of(exercise_id: str) -> str | None:
     return exercise_version(exercise) if exercise is not None else None
 
 
-def recover_lost(store: Store, stalled_s: float, metrics: Metrics | None = None) -> int:
-    """Queue again the gradings of nodes silent for `stalled_s` (or finish them ungradable
-    after MAX_ATTEMPTS); how many were recovered."""
+def recover_lost(
+    store: Store, stalled_s: float, metrics: Metrics | None = None, node=None, running=()
+) -> int:
+    """Queue again the gradings of nodes silent for `stalled_s`, and those `node` (the
+    caller) holds but is not `running` (or finish them ungradable after MAX_ATTEMPTS); how
+    many were recovered."""
     count = 0
-    for grading in store.lost(ago(stalled_s)):
+    for grading in store.lost(ago(stalled_s), node, running):
         found = store.by_grading(grading.grading_id)
         if found is None:
             continue
@@ -118,6 +121,8 @@ class GradingNode:
         self._wake = threading.Condition()
         self._pending = 0  # wake-ups not yet taken by a claim loop
         self._stop = threading.Event()
+        self._running: set[str] = set()  # grading ids claimed by this node's threads
+        self._claims = threading.Lock()  # a claim and its entry in _running, as one step
         self._threads: list[threading.Thread] = []
         self._plots = ThreadPoolExecutor(1, thread_name_prefix="plots")  # matplotlib: one
 
@@ -148,14 +153,19 @@ class GradingNode:
         while not self._stop.wait(self.heartbeat_s):
             try:
                 self.store.beat(self.name)
-                recover_lost(self.store, self.stalled_s, self.metrics)
+                with self._claims:
+                    running = set(self._running)
+                recover_lost(self.store, self.stalled_s, self.metrics, self.name, running)
             except Exception:
                 log.warning("heartbeat failed; trying again", exc_info=True)
 
     def _claim_loop(self) -> None:
         while not self._stop.is_set():
             try:
-                job = self.store.claim(self.name)
+                with self._claims:
+                    job = self.store.claim(self.name)
+                    if job is not None:
+                        self._running.add(job.grading_id)
             except Exception:
                 log.warning("could not claim a grading; trying again", exc_info=True)
                 job = None
@@ -168,10 +178,12 @@ class GradingNode:
             self.in_flight += 1
             try:
                 self.run(job)
-            except Exception:  # the database went away: its heartbeat rule will requeue it
+            except Exception:  # the database went away: the heartbeat's rule requeues it
                 log.exception("grading %s failed outside the grader", job.grading_id)
             finally:
                 self.in_flight -= 1
+                with self._claims:
+                    self._running.discard(job.grading_id)
 
     def run(self, job: Job) -> None:
         """Grade a claimed grading and write its report (or queue it again after a fault)."""

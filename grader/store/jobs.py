@@ -105,10 +105,14 @@ class Jobs:
             if not c.execute(seen).rowcount:
                 c.execute(nodes.insert().values(name=node, seen_at=now()))
 
-    def lost(self, cutoff: str) -> list[GradingRecord]:
-        """Gradings in progress on a node not seen since `cutoff` (or on none)."""
+    def lost(self, cutoff: str, node: str | None = None, running=()) -> list[GradingRecord]:
+        """Gradings in progress on a node not seen since `cutoff` (or on none), and on
+        `node` (the caller) those it is not `running` (lost with the database mid-way)."""
         alive = select(nodes.c.name).where(nodes.c.seen_at >= cutoff)
         orphan = or_(gradings.c.node.is_(None), gradings.c.node.not_in(alive))
+        if node is not None:
+            mine = and_(gradings.c.node == node, gradings.c.grading_id.not_in(list(running)))
+            orphan = or_(orphan, mine)
         query = select(gradings).where(gradings.c.status == "grading", orphan)
         with self.engine.connect() as c:
             return [GradingRecord(**row) for row in c.execute(query).mappings()]

@@ -276,6 +276,18 @@ def test_a_dead_nodes_grading_is_queued_again_then_ungradable(store):
     assert recover_lost(store, stalled_s=60) == 0
 
 
+def test_a_grading_its_own_live_node_lost_track_of_is_queued_again(store):
+    """The database went away while the node graded: the node is alive, the grading is not
+    running on it any more, and the same rule gives it back."""
+    admit(store, 1)
+    store.beat("me")
+    store.claim("me")
+    assert recover_lost(store, stalled_s=60, node="me", running={gid(1)}) == 0
+    assert recover_lost(store, stalled_s=60, node="other", running=set()) == 0  # not its own
+    assert recover_lost(store, stalled_s=60, node="me", running=set()) == 1
+    assert store.get(sent(1).submission_id).grading.status == "queued"
+
+
 def test_a_regrade_adds_a_grading_below_live_work_and_keeps_the_old_one(store):
     admit(store, 1)
     finish(store, 1, 40.0)

@@ -21,22 +21,3 @@ from grader.node.start import (
     node_name,
     start_node,
 )
-
-__all__ = [
-    "MAX_ATTEMPTS",
-    "GradingNode",
-    "Metrics",
-    "MetricsServer",
-    "PlotError",
-    "build_grader",
-    "check_database",
-    "check_exercises",
-    "check_sandbox",
-    "configure_logging",
-    "draw_pngs",
-    "node_name",
-    "outcome_label",
-    "recover_lost",
-    "start_node",
-    "ungradable_report",
-]

@@ -8,14 +8,3 @@ from grader.service.app import create_app
 from grader.service.intake import Intake, accept, regrade
 from grader.service.server import serve
 from grader.settings import Settings, SettingsError, load_settings
-
-__all__ = [
-    "Intake",
-    "Settings",
-    "SettingsError",
-    "accept",
-    "create_app",
-    "load_settings",
-    "regrade",
-    "serve",
-]

@@ -1,14 +1,11 @@
-"""Once the schema of procrastinate, the distributed queue of earlier releases; now nothing
-(the grading rows are the queue: 0006 drops procrastinate's tables where they exist).
+"""Once procrastinate's schema (the queue of earlier releases); now nothing: the gradings are
+the queue, and 0006 drops procrastinate's tables where they exist.
 
 Revision ID: 0003
 Revises: 0002
 """
 
-revision = "0003"
-down_revision = "0002"
-branch_labels = None
-depends_on = None
+revision, down_revision, branch_labels, depends_on = "0003", "0002", None, None
 
 
 def upgrade() -> None:

@@ -75,9 +75,7 @@ def recover_lost(
             continue
         if grading.attempts >= MAX_ATTEMPTS:
             detail = f"its grading node stopped answering on attempt {grading.attempts}"
-            report = ungradable_report(
-                _mode(found.submission.kind), found.submission.exercise, detail
-            )
+            report = ungradable_report(found.submission.kind, found.submission.exercise, detail)
             written = store.finish(grading.grading_id, verdict_of(report))
         else:
             written = store.requeue(grading.grading_id, node=grading.node)
@@ -89,10 +87,6 @@ def recover_lost(
             if metrics is not None:
                 metrics.observe_retry()
     return count
-
-
-def _mode(kind: str) -> str:
-    return "submit" if kind == "submit" else "run"
 
 
 class GradingNode:
@@ -199,17 +193,17 @@ class GradingNode:
             return
         verdict = verdict_of(report, version_of(job.exercise))
         if self.store.finish(job.grading_id, verdict):
-            self.metrics.observe_grading(job.mode, outcome_label(report), seconds)
+            self.metrics.observe_grading(job.kind, outcome_label(report), seconds)
             self.on_finished(job.grading_id)
             self._plots.submit(self._draw_plots, job.exercise, report)
 
     def _grade(self, job: Job) -> Report:
         name = job.submission_id if job.kind == "submit" else None
         try:
-            return self.grader.grade(job.code, mode=job.mode, exercise=job.exercise, name=name)
+            return self.grader.grade(job.code, mode=job.kind, exercise=job.exercise, name=name)
         except Exception as error:  # the grader promises never to raise; if it does, it is ours
             log.exception("the grader raised on %s", job.grading_id)
-            return ungradable_report(job.mode, job.exercise, f"{type(error).__name__}: {error}")
+            return ungradable_report(job.kind, job.exercise, f"{type(error).__name__}: {error}")
 
     def _draw_plots(self, exercise_id: str, report: Report) -> None:
         """Draw the toy's plots after the verdict (it never waits for matplotlib) and store

@@ -34,14 +34,10 @@ class Job:
 
     grading_id: str
     submission_id: str
-    kind: str  # run or submit
+    kind: str  # run or submit: the grading's mode
     exercise: str
     code: str
     attempts: int  # this one included
-
-    @property
-    def mode(self) -> str:
-        return "submit" if self.kind == "submit" else "run"
 
 
 class Jobs:

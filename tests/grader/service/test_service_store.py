@@ -111,7 +111,7 @@ def test_a_submission_needs_an_existing_student(store):
 def test_the_verdict_is_written_once(store):
     admit(store, 1)
     job = store.claim("node-a")
-    assert (job.grading_id, job.attempts, job.code, job.mode) == (gid(1), 1, "# code 1", "submit")
+    assert (job.grading_id, job.attempts, job.code, job.kind) == (gid(1), 1, "# code 1", "submit")
     assert store.get(sent(1).submission_id).grading.status == "grading"
     first = GradingResult('{"first": 1}', score=80.0, max_score=100.0, passed=False)
     assert store.finish(gid(1), first) is True

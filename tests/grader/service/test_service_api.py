@@ -495,3 +495,17 @@ def test_new_names_are_limited_per_address(make_client):
     third = submit(client, student="n3")
     assert third.status_code == 429 and third.headers["Retry-After"] == "3600"
     assert client.app.state.service.store.student_key_hash("n3") is None
+
+
+def test_the_gradings_of_a_submission_are_its_students_to_read(make_client):
+    client, _ = make_client()
+    ada = submit(client).json()
+    bob = submit(client, student="bob").json()
+    url = f"/api/submissions/{ada['submission_id']}/gradings"
+    mine = client.get(url, headers={"X-Student-Key": ada["student_key"]})
+    [grading] = mine.json()["gradings"]
+    assert grading["grading_id"] == ada["report_id"] and grading["current"] is True
+    assert (grading["status"], grading["score"], grading["attempts"]) == ("done", 20.0, 1)
+    assert len(grading["exercise_version"]) == 16  # the exercise's content hash
+    assert client.get(url, headers={"X-Student-Key": bob["student_key"]}).status_code == 404
+    assert client.get(url).status_code == 404

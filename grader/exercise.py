@@ -74,6 +74,7 @@ class Exercise:
     functions: tuple[Function, ...]
     plots: tuple[Artifact, ...] = ()
     tables: tuple[Artifact, ...] = ()
+    mistake_hints: bool = False  # [hints] mistakes: name a matching known mistake to students
 
     @property
     def function_names(self) -> tuple[str, ...]:
@@ -129,7 +130,8 @@ def _versioned(path: Path) -> bool:
     return "__pycache__" not in path.parts and path.suffix != ".pyc"
 
 
-_TOP = {"id", "title", "paper", "section", "url", "starter", "reference", "functions", "artifacts"}
+_TOP = {"id", "title", "paper", "section", "url", "starter", "reference", "functions"}
+_TOP |= {"artifacts", "hints"}
 _REQUIRED = ("id", "title", "paper", "section", "starter", "reference", "functions")
 
 
@@ -151,6 +153,10 @@ def load_exercise(folder: Path | str) -> Exercise:
         )
     artifacts = data.get("artifacts", {})
     _fields(path, "[artifacts]", artifacts, {"plots", "tables"}, ())
+    hints = data.get("hints", {})
+    _fields(path, "[hints]", hints, {"mistakes"}, ())
+    if not isinstance(hints.get("mistakes", False), bool):
+        raise ExerciseError(f"{path}: [hints] mistakes must be true or false")
     return Exercise(
         root=root,
         id=exercise_id,
@@ -163,6 +169,7 @@ def load_exercise(folder: Path | str) -> Exercise:
         functions=_functions(path, data["functions"]),
         plots=_artifacts(path, "plots", artifacts.get("plots", []), "alt"),
         tables=_artifacts(path, "tables", artifacts.get("tables", []), "caption"),
+        mistake_hints=hints.get("mistakes", False),
     )
 
 

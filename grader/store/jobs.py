@@ -15,6 +15,7 @@ waiting requests wake at once; both also poll, so a lost notification costs a po
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
@@ -22,10 +23,21 @@ from dataclasses import dataclass, fields
 from sqlalchemy import Connection, Engine, and_, func, or_, select, update
 
 from grader.store.records import GradingRecord, GradingResult, now
-from grader.store.schema import IN_FLIGHT, gradings, nodes, submissions
+from grader.store.schema import IN_FLIGHT, gradings, nodes, submissions, test_verdicts
 
 WORK_CHANNEL = "gspo_grader_work"  # NOTIFY: a grading was queued
 VERDICT_CHANNEL = "gspo_grader_verdicts"  # NOTIFY payload: the grading id, once finished
+
+
+def verdict_rows(grading_id: str, report_json: str) -> list[dict]:
+    """A report's test verdicts as test_verdicts rows (none for a report without tiers)."""
+    tiers = json.loads(report_json).get("tiers") or []
+    tests = [test for tier in tiers for test in tier.get("tests") or []]
+    return [
+        {"grading_id": grading_id, "test_id": t["id"], "passed": t["outcome"] == "passed"}
+        for t in tests
+        if t.get("outcome") in ("passed", "failed", "error")
+    ]
 
 
 @dataclass(frozen=True)
@@ -79,6 +91,9 @@ class Jobs:
         with self.write() as c:
             changed = c.execute(update(gradings).where(in_flight).values(**values)).rowcount
             if changed:
+                rows = verdict_rows(grading_id, verdict.report_json)
+                if rows:
+                    c.execute(test_verdicts.insert(), rows)
                 self.notify(c, VERDICT_CHANNEL, grading_id)
         return bool(changed)
 

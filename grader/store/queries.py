@@ -34,7 +34,7 @@ from grader.store.records import (
     ago,
     now,
 )
-from grader.store.schema import IN_FLIGHT, gradings, plots, students, submissions
+from grader.store.schema import IN_FLIGHT, gradings, plots, students, submissions, test_verdicts
 
 ADMISSION_LOCK = 0x6773706F  # pg_advisory_xact_lock key that serialises admissions
 
@@ -252,6 +252,8 @@ class Store(Jobs):
         )
         with self.write() as c:
             ids = select(submissions.c.submission_id).where(old).scalar_subquery()
+            mine = select(gradings.c.grading_id).where(gradings.c.submission_id.in_(ids))
+            c.execute(test_verdicts.delete().where(test_verdicts.c.grading_id.in_(mine)))
             c.execute(gradings.delete().where(gradings.c.submission_id.in_(ids)))
             return c.execute(submissions.delete().where(old)).rowcount
 

@@ -89,6 +89,17 @@ Index(
     postgresql_where=text("current"),
 )
 
+# Each finished grading's tests, passed or not (skipped tests are left out), written with its
+# report: what the instructor's statistics count.
+test_verdicts = Table(
+    "test_verdicts",
+    metadata,
+    Column("grading_id", Text, ForeignKey("gradings.grading_id"), nullable=False),
+    Column("test_id", Text, nullable=False),
+    Column("passed", Boolean, nullable=False),
+    PrimaryKeyConstraint("grading_id", "test_id"),
+)
+
 # Grading nodes' heartbeats: a node whose `seen_at` is older than `stalled_seconds` is dead,
 # and its gradings are queued again (Jobs.recover_lost).
 nodes = Table(

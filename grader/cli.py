@@ -8,6 +8,7 @@
     gspo-grader serve [--host 127.0.0.1] [--port 8000] [--data-dir DIR]
     gspo-grader worker [--concurrency N] [--metrics-port PORT]   (GSPO_GRADER_DATABASE_URL)
     gspo-grader db upgrade [--data-dir DIR]
+    gspo-grader stats EXERCISE [--course ID] [--json] [--data-dir DIR]
     gspo-grader lti add-platform | platforms | rotate-key   (LTI 1.3; see docs/lti.md)
 
 Exit status: 0 every graded submission passed (or every check held); 1 one failed (a syntax
@@ -67,6 +68,11 @@ def _parser() -> argparse.ArgumentParser:
     db = commands.add_parser("db", help="the service's database")
     db.add_argument("action", choices=("upgrade",), help="create or migrate the schema")
     db.add_argument("--data-dir", default=None)
+    stats = commands.add_parser("stats", help="the class's statistics on an exercise")
+    stats.add_argument("exercise", metavar="EXERCISE", help="the exercise's id")
+    stats.add_argument("--course", default=None, help="only this course's students")
+    stats.add_argument("--json", action="store_true", help="the API's JSON object")
+    stats.add_argument("--data-dir", default=None)
     lti = commands.add_parser("lti", help="LTI 1.3: register LMSs, rotate this tool's key")
     lti.add_argument("lti_args", nargs=argparse.REMAINDER, metavar="ACTION ...")
     return parser
@@ -84,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         "serve": cmd_serve,
         "worker": cmd_worker,
         "db": cmd_db,
+        "stats": cmd_stats,
         "lti": cmd_lti,
     }
     try:
@@ -288,6 +295,26 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     with _service_problems():
         start_node(concurrency=args.concurrency, metrics_port=args.metrics_port)
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """The instructor page's numbers; the known mistakes are graded first if need be."""
+    from grader.mistakes import Signatures
+    from grader.service.stats import class_stats, stats_text
+    from grader.settings import load_settings
+    from grader.store import open_store
+
+    exercise = find_exercise(args.exercise)
+    with _service_problems():
+        settings = load_settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
+        store = open_store(settings.resolved_database_url)
+        signatures = Signatures(settings.data_dir / "mistakes")
+        try:
+            found = class_stats(store, exercise, signatures, args.course, wait=True)
+        finally:
+            store.close()
+    print(json.dumps(found, indent=2) if args.json else stats_text(found))
     return 0
 
 

@@ -1,7 +1,7 @@
 """An exercise's known mistakes: the wrong implementations of its corpus
-(`tests/implementations/wrong/*.py`), each named by its docstring (first line: the human
-name; the next line of text: one line of explanation), and each one's *signature*: the set
-of tests it fails on Submit.
+(`tests/implementations/wrong/*.py`), each named by its docstring (its first sentence: the
+human name; its first paragraph: the explanation), and each one's *signature*: the set of
+tests it fails on Submit.
 
 Signatures are found by grading each file once per exercise version, on a background
 thread (a request never waits for it), and kept in `<data dir>/mistakes/<id>-<version>.json`.
@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import json
 import logging
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,8 +32,8 @@ GradeAll = Callable[[list[Path], str], list[Report]]  # (files, exercise id) -> 
 @dataclass(frozen=True)
 class KnownMistake:
     name: str  # the file's name without .py
-    title: str  # the docstring's first line; the name when there is no docstring
-    explanation: str  # the docstring's next line of text; "" when there is none
+    title: str  # the docstring's first sentence; the name when there is no docstring
+    explanation: str  # the docstring's first paragraph, on one line; "" when none
     path: Path
 
 
@@ -43,10 +44,11 @@ def known_mistakes(exercise: Exercise) -> tuple[KnownMistake, ...]:
             doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
         except (SyntaxError, ValueError):  # a mistake may be a syntax error
             doc = ""
-        lines = [line.strip() for line in doc.splitlines() if line.strip()]
-        more = [line for line in lines[1:2] if not line.startswith("Caught by")]
-        title = lines[0] if lines else path.stem
-        found.append(KnownMistake(path.stem, title, more[0] if more else "", path))
+        first = " ".join(doc.split("\n\n")[0].split()) if doc else ""
+        if first.startswith("Caught by"):
+            first = ""
+        title = re.split(r"(?<=[.:])\s", first, maxsplit=1)[0].rstrip(".:") or path.stem
+        found.append(KnownMistake(path.stem, title, first, path))
     return tuple(found)
 
 

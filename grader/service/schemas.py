@@ -53,6 +53,7 @@ class SubmissionView(GradingView):
     submission_id: str
     student: str
     created_at: str
+    hint: str = Field("", description="The known mistake its failing tests match, if allowed.")
 
 
 class SubmitResponse(SubmissionView):

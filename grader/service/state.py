@@ -19,6 +19,7 @@ import logging
 import threading
 from datetime import UTC, datetime, timedelta
 
+from grader.mistakes import Signatures, cold_grade_all
 from grader.node import GradingNode, Metrics, build_grader, node_name, recover_lost
 from grader.settings import Settings
 from grader.store import VERDICT_CHANNEL, Admission, Store, open_store
@@ -64,6 +65,8 @@ class ServiceState:
         self._waiters: dict[str, set[asyncio.Event]] = {}
         url = settings.resolved_database_url
         self.store: Store = open_store(url, migrate=not settings.distributed)
+        grade_all = cold_grade_all if settings.distributed else self._grade_all
+        self.signatures = Signatures(settings.data_dir / "mistakes", grade_all)
         if settings.distributed:
             self.listener = Listener(url, VERDICT_CHANNEL, self.finished)
             return
@@ -75,6 +78,11 @@ class ServiceState:
                                 settings.stalled_seconds, on_finished=self.finished)  # fmt: skip
         self._warmup = threading.Thread(target=self._start_grader, name="grader-warmup")
         self._warmup.start()
+
+    def _grade_all(self, paths, exercise_id: str):
+        """The known mistakes' reports, graded by this process's warm grader."""
+        grade = self.grader.grade
+        return [grade(p.read_text(), "submit", exercise=exercise_id, name=p.name) for p in paths]
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()

@@ -9,6 +9,7 @@ import asyncio
 from fastapi import HTTPException
 
 from grader.exercise import Exercise, catalog, default_exercise
+from grader.mistakes import hint
 from grader.report import Report
 from grader.service.schemas import GradingItem, RunResponse, SubmissionView
 from grader.service.state import ServiceState
@@ -62,10 +63,15 @@ async def view_of(service: ServiceState, graded: GradedSubmission, shown_name: s
     }
     if sent.kind == "run":
         return RunResponse(**fields)
+    said = ""
+    if exercise is not None and exercise.mistake_hints and report is not None:
+        found = await asyncio.to_thread(service.signatures.get, exercise)
+        said = hint(exercise, report, found)
     return SubmissionView(
         submission_id=sent.submission_id,
         student=shown_name or sent.student,
         created_at=sent.accepted_at,
+        hint=said,
         **fields,
     )
 

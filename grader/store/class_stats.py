@@ -39,12 +39,23 @@ class Stuck:
 
 
 @dataclass(frozen=True)
+class Counted:
+    """A student's counted submission."""
+
+    student: str
+    submission_id: str
+    tries: int  # graded Submits
+    score: float
+    max_score: float
+    passed: bool
+
+
+@dataclass(frozen=True)
 class ClassCounts:
     students: int  # with a Submit, graded or not
     submissions: int
-    graded_students: int
-    passed: int  # students whose counted submission passed
-    distribution: list[int]  # counted scores in tenths of the maximum (the last holds 100%)
+    counted: list[Counted]  # one per student with a graded Submit, by name
+    latest_report: str | None  # the newest counted report (for the tests' names)
     timeline: list[tuple[str, int]]  # (UTC day, Submits accepted)
     tests: list[TestCount]
     failing: dict[str, tuple[str, frozenset[str]]]  # student -> (submission, failing tests)
@@ -69,6 +80,7 @@ def _graded(exercise: str, course: str | None, policy: str):
         select(*columns, s.accepted_at)
         .add_columns(func.row_number().over(**by_student, order_by=order).label("pick"))
         .add_columns(func.row_number().over(**by_student, order_by=s.accepted_at).label("nth"))
+        .add_columns(func.count().over(**by_student).label("tries"))
         .select_from(submissions.join(gradings))
         .where(*_scope(exercise, course), g.current, g.status == "done")
         .subquery("graded")
@@ -81,7 +93,6 @@ def class_counts(engine: Engine, exercise: str, course: str | None, policy: str)
     r = graded.c
     counted = r.pick == 1
     scope = _scope(exercise, course)
-    tenth = case((r.max_score > 0, func.floor(r.score * 10 / r.max_score)), else_=0)
     fails = ~v.passed
 
     def total(cond):
@@ -91,12 +102,12 @@ def class_counts(engine: Engine, exercise: str, course: str | None, policy: str)
         students, sent = c.execute(
             select(func.count(s.student.distinct()), func.count()).where(*scope)
         ).one()
-        graded_students, passed = c.execute(
-            select(func.count(), total(r.passed)).where(counted)
-        ).one()
-        distribution = [0] * 10
-        for bucket, n in c.execute(select(tenth, func.count()).where(counted).group_by(tenth)):
-            distribution[min(max(int(bucket), 0), 9)] += n
+        picked = (r.student, r.submission_id, r.tries, r.score, r.max_score, r.passed)
+        rows = c.execute(select(*picked).where(counted).order_by(r.student))
+        counted_rows = [Counted(*row) for row in rows]
+        newest = select(gradings.c.report_json).join(graded, r.grading_id == gradings.c.grading_id)
+        newest = newest.where(counted).order_by(r.accepted_at.desc()).limit(1)
+        latest_report = c.scalar(newest)
         day = func.substr(s.accepted_at, 1, 10)
         timeline = c.execute(select(day, func.count()).where(*scope).group_by(day).order_by(day))
         tests = c.execute(
@@ -120,9 +131,8 @@ def class_counts(engine: Engine, exercise: str, course: str | None, policy: str)
     return ClassCounts(
         students=students,
         submissions=sent,
-        graded_students=graded_students,
-        passed=passed or 0,
-        distribution=distribution,
+        counted=counted_rows,
+        latest_report=latest_report,
         timeline=[(d, n) for d, n in timeline],
         tests=tests,
         failing={k: (sid, frozenset(t)) for k, (sid, t) in failing.items()},

@@ -1,18 +1,24 @@
-"""Instructor endpoints: every submission, and the class gradebook as CSV (written by
-grader/report/gradebook.py, like every gradebook). Bearer-token protected; they do not
-exist (404) when no token is configured. Both can be narrowed to one exercise."""
+"""Instructor endpoints: every submission, the class gradebook as CSV (written by
+grader/report/gradebook.py, like every gradebook), and the class's statistics (JSON or one
+table as CSV). Bearer-token protected (the statistics also take an LTI instructor's
+session); without a configured token the token's way in does not exist (404)."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
 from fastapi.responses import Response
 
 from grader.report.gradebook import class_gradebook_csv
-from grader.service.deps import Instructor
+from grader.service.deps import Instructor, bearer_token, get_service, require_instructor
+from grader.service.lti.api import lti_session
+from grader.service.lti.session import Session
 from grader.service.schemas import InstructorItem, InstructorList
+from grader.service.state import ServiceState
+from grader.service.stats import TABLES, class_stats, stats_csv
+from grader.service.views import known_exercise
 
 router = APIRouter(prefix="/api/instructor", tags=["instructor"])
 
@@ -37,3 +43,36 @@ async def gradebook(service: Instructor, exercise: ExerciseFilter = None) -> Res
     return Response(
         class_gradebook_csv(found), media_type="text/csv; charset=utf-8", headers=headers
     )
+
+
+async def instructor_or_lti(
+    request: Request,
+    x_lti_session: Annotated[str | None, Header(description="An LTI instructor's session.")] = None,
+) -> tuple[ServiceState, Session | None]:
+    """The instructor token, or an LTI instructor's session (narrowed to its course)."""
+    if x_lti_session is None or bearer_token(request) is not None:
+        return require_instructor(request), None
+    session = await lti_session(request, x_lti_session)
+    if session.role != "instructor":
+        raise HTTPException(403, "These statistics are for instructors; you launched as a student.")
+    return get_service(request), session
+
+
+@router.get("/stats", responses={200: {"content": {"text/csv": {}}}})
+async def stats(
+    who: Annotated[tuple[ServiceState, Session | None], Depends(instructor_or_lti)],
+    exercise: Annotated[str, Query(description="The exercise's id.")],
+    course: Annotated[str | None, Query(description="Only this course's students.")] = None,
+    format: Annotated[Literal["json", "csv"], Query()] = "json",
+    table: Annotated[Literal[TABLES], Query(description="The CSV's table.")] = "tests",
+):
+    """The class at a glance: item analysis, common mistakes, stuck students."""
+    service, session = who
+    if session is not None:
+        course = str(session.course_id)
+    found = known_exercise(exercise)
+    answer = await asyncio.to_thread(class_stats, service.store, found, service.signatures, course)
+    if format == "json":
+        return answer
+    headers = {"Content-Disposition": f'attachment; filename="{exercise}-{table}.csv"'}
+    return Response(stats_csv(answer, table), media_type="text/csv; charset=utf-8", headers=headers)

@@ -78,8 +78,10 @@ def test_a_first_release_data_dir_upgrades_without_losing_a_row(tmp_path):
 
 
 # ---- a database of the release before gradings (revision 0004) ----------------------------
+TIER = {"id": "T1", "title": "T1", "passed": True, "score": 20.0, "max_score": 20.0,
+        "tests": [{"id": "t.py::a", "name": "a", "outcome": "passed"}]}  # fmt: skip
 REPORT = {"schema_version": "1.0", "exercise": "gspo", "mode": "submit", "passed": True,
-          "score": 20.0, "max_score": 20.0}  # fmt: skip
+          "score": 20.0, "max_score": 20.0, "tiers": [TIER]}  # fmt: skip
 OLD_ROWS = [  # submission id, report id, status, attempts, score (as 0004-era code wrote them)
     ("1" * 32, "a" * 32, "done", 1, 20.0),
     ("2" * 32, "b" * 32, "queued", 0, None),
@@ -166,6 +168,9 @@ def test_a_0004_database_upgrades_to_submissions_with_gradings(database_url, mak
     listing = client.get("/api/instructor/submissions", headers=auth).json()["submissions"]
     assert [s["submission_id"] for s in listing] == [row[0] for row in reversed(OLD_ROWS)]
     assert client.get("/api/runs/" + "e" * 32).json()["status"] == "done"
+    stats = client.get("/api/instructor/stats?exercise=gspo", headers=auth).json()
+    assert stats["tests"] == [{"test": "t.py::a", "title": "a", "fail_share": 0.0,
+                               "first_fail_share": 0.0, "failing": 0}]  # fmt: skip
     store = client.app.state.service.store
     with store.engine.connect() as c:
         tables = set(inspect(c).get_table_names())

@@ -1,4 +1,5 @@
-// Build the page into dist/: index.html, app.js, app.css and the KaTeX fonts the CSS names.
+// Build the pages into dist/: index.html with app.js and app.css, instructor.html with
+// instructor.js and instructor.css, and the KaTeX fonts the CSS names.
 // Runs offline once `npm ci` has installed esbuild and the libraries.
 
 import { copyFile, mkdir, rm } from "node:fs/promises";
@@ -12,7 +13,10 @@ const dist = join(here, "dist");
 await rm(dist, { recursive: true, force: true });
 await mkdir(dist, { recursive: true });
 const result = await esbuild.build({
-  entryPoints: { app: join(here, "src", "main.js") },
+  entryPoints: {
+    app: join(here, "src", "main.js"),
+    instructor: join(here, "src", "instructor.js"),
+  },
   outdir: dist,
   bundle: true,
   minify: true,
@@ -24,7 +28,9 @@ const result = await esbuild.build({
   metafile: true,
   logLevel: "warning",
 });
-await copyFile(join(here, "index.html"), join(dist, "index.html"));
+for (const page of ["index.html", "instructor.html"]) {
+  await copyFile(join(here, page), join(dist, page));
+}
 const sizes = Object.entries(result.metafile.outputs)
   .filter(([name]) => /\.(js|css)$/.test(name))
   .map(([name, info]) => `${name.replace(`${here}/`, "")} ${(info.bytes / 1024).toFixed(0)} KiB`);

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import DBAPIError
 
@@ -83,9 +83,15 @@ def body_limit(max_code_bytes: int) -> int:
 
 
 def mount_web(app: FastAPI, settings: Settings) -> None:
-    """Serve web/dist at / when it has been built; otherwise a page that says how to build it."""
+    """Serve web/dist at / (and its instructor page at /instructor) when it has been built;
+    otherwise a page that says how to build it."""
     web_dir = settings.resolved_web_dir
     if (web_dir / "index.html").is_file():
+
+        @app.get("/instructor", include_in_schema=False)
+        def instructor_page() -> FileResponse:
+            return FileResponse(web_dir / "instructor.html")
+
         app.mount("/", StaticFiles(directory=web_dir, html=True), name="web")
         return
 

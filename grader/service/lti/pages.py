@@ -57,6 +57,7 @@ def instructor_page(
     parts = [f"<p class=muted>Instructor view of {escape(course_title or 'this course')}</p>"]
     if notice:
         parts.append(f'<p role="status">{escape(notice)}</p>')
+    parts.append(f'<p><a href="/instructor#lti={escape(token)}">The class at a glance</a></p>')
     parts.append(_policy_form(policy, token))
     parts.append(f"<h2>Passback failures ({len(failures)})</h2>")
     if failures:

@@ -1,0 +1,109 @@
+"""The instructor page in Chromium, on a class seeded with the DPO exercise's own wrong and
+correct implementations under made-up names: each wrong implementation's group is labelled
+with its own name, the plots and tables show the class's numbers, and the page is reached
+and worked with the keyboard.
+
+Each corpus file is graded once for the module (the judge is slow on a shared machine);
+the class is written through the store with those reports, and the known mistakes'
+signatures are saved from the same reports, as the service would have graded them.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from page_server import CHROMIUM, REPO, _build_page
+
+sys.path.insert(0, str(REPO / "tests" / "grader" / "service"))
+sys.path.insert(0, str(REPO / "tests" / "grader" / "service" / "lti"))
+from class_seed import seed
+from servers import ServerThread
+from service_fakes import FakeGrader
+
+from grader.exercise import catalog
+from grader.judge import grade_files
+from grader.mistakes import Signatures, failing_tests, known_mistakes
+from grader.service import create_app, load_settings
+from grader.store import open_store
+
+pytestmark = pytest.mark.browser
+
+TOKEN = "instructor-token-0123456789"
+DPO = catalog()["dpo"]
+WRONG = ["batch_sum", "hinge_loss", "loss_not_negated", "ignores_mask"]
+CORRECT = ["logsigmoid", "softplus"]
+
+
+@pytest.fixture(scope="module")
+def graded():
+    """Each chosen corpus file's report, graded once."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium package")
+    files = [("wrong", n) for n in WRONG] + [("correct", n) for n in CORRECT]
+    paths = [DPO.corpus / kind / f"{name}.py" for kind, name in files]
+    reports = grade_files(paths, exercise="dpo")
+    pairs = zip(paths, reports, strict=True)
+    return dict(zip([n for _, n in files], pairs, strict=True))
+
+
+@pytest.fixture(scope="module")
+def service(graded, tmp_path_factory):
+    """The service (its grader a fake: nothing is graded while the page is read) on a
+    class of made-up students: two per wrong implementation, one per correct one."""
+    _build_page()
+    data_dir = tmp_path_factory.mktemp("instructor")
+    store = open_store(f"sqlite:///{data_dir / 'grader.sqlite3'}", migrate=True)
+    students = {}
+    for n, (name, (path, report)) in enumerate(graded.items()):
+        copies = 2 if name in WRONG else 1
+        students[name] = [f"student-{n}{c}" for c in range(copies)]
+        for student in students[name]:
+            seed(store, student, report, n, code=path.read_text())
+    store.close()
+    found = {n: failing_tests(graded[n][1]) for n in WRONG}
+    Signatures(data_dir / "mistakes").save(DPO, found)
+    settings = load_settings(data_dir=data_dir, instructor_token=TOKEN)
+    server = ServerThread("127.0.0.1")
+    server.start(create_app(settings, FakeGrader()))
+    yield server.base, students
+    server.stop()
+
+
+def test_each_wrong_implementation_is_named_with_its_students(browser, service):
+    base, students = service
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{base}/instructor")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == "token"
+    page.get_by_label("Instructor token").fill("wrong-token-0123456789")
+    page.get_by_label("Exercise").select_option("dpo")
+    page.keyboard.press("Enter")
+    page.get_by_text("The server answered 401").wait_for()
+    page.get_by_label("Instructor token").fill(TOKEN)
+    page.get_by_role("button", name="Show").click()
+    page.locator("#mistakes article").first.wait_for()
+    titles = {m.name: m.title for m in known_mistakes(DPO)}
+    for name in WRONG:
+        group = page.locator("#mistakes article", has_text=titles[name])
+        assert group.count() == 1, f"{name}: no group named {titles[name]!r}"
+        text = group.inner_text()
+        assert all(student in text for student in students[name]), text
+        assert "One submission" in text and "The reference" in text
+    numbers = page.locator("#numbers").inner_text()
+    assert numbers.startswith(f"{len(WRONG) * 2 + len(CORRECT)} students")
+    assert f"{len(CORRECT)} of {len(WRONG) * 2 + len(CORRECT)} graded students passed" in numbers
+    plot = page.locator("#distribution svg").get_attribute("aria-label")
+    assert f"90–100%: {len(CORRECT)}" in plot
+    rows = page.locator("#items tbody tr")
+    assert rows.count() > 5
+    shares = rows.locator("td:nth-child(4)").all_inner_texts()
+    assert all(share.endswith("%") for share in shares) and "0%" in shares
+    assert page.locator("#stuck").inner_text().count("No student is stuck") == 1
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download mistakes.csv").click()
+    assert download.value.suggested_filename == "mistakes.csv"
+    assert not errors, errors
+    page.close()

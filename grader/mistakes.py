@@ -19,6 +19,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from grader.exercise import Exercise, exercise_version
@@ -37,6 +38,7 @@ class KnownMistake:
     path: Path
 
 
+@cache
 def known_mistakes(exercise: Exercise) -> tuple[KnownMistake, ...]:
     found = []
     for path in sorted((exercise.corpus / "wrong").glob("*.py")):

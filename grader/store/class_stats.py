@@ -80,83 +80,83 @@ def _graded(exercise: str, course: str | None, policy: str):
         select(*columns, s.accepted_at)
         .add_columns(func.row_number().over(**by_student, order_by=order).label("pick"))
         .add_columns(func.row_number().over(**by_student, order_by=s.accepted_at).label("nth"))
-        .add_columns(func.count().over(**by_student).label("tries"))
+        .add_columns(func.max(g.score).over(**by_student).label("best"))
         .select_from(submissions.join(gradings))
         .where(*_scope(exercise, course), g.current, g.status == "done")
         .subquery("graded")
     )
 
 
+def _total(cond):
+    return func.sum(case((cond, 1), else_=0))
+
+
+def _per_student(exercise: str, course: str | None, policy: str):
+    """One row per student with a graded Submit, in one pass over their Submits."""
+    r = _graded(exercise, course, policy).c
+    counted = r.pick == 1
+
+    def of_counted(column):
+        return func.max(case((counted, column)))
+
+    return (
+        select(r.student, of_counted(r.submission_id), func.count(), of_counted(r.score))
+        .add_columns(of_counted(r.max_score), _total(and_(counted, r.passed)))
+        .add_columns(of_counted(r.grading_id), func.max(case((r.nth == 1, r.grading_id))))
+        .add_columns(of_counted(r.accepted_at), func.max(r.best))
+        .add_columns(func.min(case((r.score == r.best, r.nth))))
+        .group_by(r.student)
+        .order_by(r.student)
+    )
+
+
 def class_counts(engine: Engine, exercise: str, course: str | None, policy: str) -> ClassCounts:
     s, v = submissions.c, test_verdicts.c
-    graded = _graded(exercise, course, policy)
-    r = graded.c
-    counted = r.pick == 1
     scope = _scope(exercise, course)
-    fails = ~v.passed
-
-    def total(cond):
-        return func.sum(case((cond, 1), else_=0))
-
+    day = func.substr(s.accepted_at, 1, 10)
     with engine.connect() as c:
         students, sent = c.execute(
             select(func.count(s.student.distinct()), func.count()).where(*scope)
         ).one()
-        picked = (r.student, r.submission_id, r.tries, r.score, r.max_score, r.passed)
-        rows = c.execute(select(*picked).where(counted).order_by(r.student))
-        counted_rows = [Counted(*row) for row in rows]
-        newest = select(gradings.c.report_json).join(graded, r.grading_id == gradings.c.grading_id)
-        newest = newest.where(counted).order_by(r.accepted_at.desc()).limit(1)
-        latest_report = c.scalar(newest)
-        day = func.substr(s.accepted_at, 1, 10)
         timeline = c.execute(select(day, func.count()).where(*scope).group_by(day).order_by(day))
-        tests = c.execute(
-            select(v.test_id, total(and_(counted, fails)), total(counted))
-            .add_columns(total(and_(r.nth == 1, fails)), total(r.nth == 1))
-            .select_from(graded.join(test_verdicts, v.grading_id == r.grading_id))
-            .where((r.pick == 1) | (r.nth == 1))
-            .group_by(v.test_id)
-            .order_by(v.test_id)
-        )
-        tests = [TestCount(*row) for row in tests]
+        timeline = [(d, n) for d, n in timeline]
+        rows = c.execute(_per_student(exercise, course, policy)).all()
+        counted = [Counted(*row[:5], bool(row[5])) for row in rows]
+        now_ids = [row[6] for row in rows]
+        first_ids = [row[7] for row in rows]
+        stuck = [
+            Stuck(row[0], row[2], row[9], row[4], row[2] - row[10])
+            for row in rows
+            if row[2] >= STUCK_TRIES and row[2] - row[10] >= STUCK_SINCE and not row[5]
+        ]
+        stuck.sort(key=lambda one: (-one.since_best, one.student))
+        newest = max(rows, key=lambda row: row[8], default=None)
+        latest_report = None
+        if newest is not None:
+            where = gradings.c.grading_id == newest[6]
+            latest_report = c.scalar(select(gradings.c.report_json).where(where))
+        tests: dict[str, list[int]] = {}
+        for half, ids in enumerate((now_ids, first_ids)):
+            query = (
+                select(v.test_id, _total(~v.passed), func.count())
+                .where(v.grading_id.in_(ids))
+                .group_by(v.test_id)
+            )
+            for test_id, failing, total in c.execute(query):
+                tests.setdefault(test_id, [0, 0, 0, 0])[2 * half : 2 * half + 2] = failing, total
         failing: dict[str, tuple[str, set[str]]] = {}
-        rows = c.execute(
-            select(r.student, r.submission_id, v.test_id)
-            .select_from(graded.join(test_verdicts, v.grading_id == r.grading_id))
-            .where(counted, fails)
-        )
-        for student, submission_id, test_id in rows:
+        who = {row[6]: (row[0], row[1]) for row in rows}
+        fails = select(v.grading_id, v.test_id).where(v.grading_id.in_(now_ids), ~v.passed)
+        for grading_id, test_id in c.execute(fails):
+            student, submission_id = who[grading_id]
             failing.setdefault(student, (submission_id, set()))[1].add(test_id)
-        stuck = _stuck(c, graded)
     return ClassCounts(
         students=students,
         submissions=sent,
-        counted=counted_rows,
+        counted=counted,
         latest_report=latest_report,
-        timeline=[(d, n) for d, n in timeline],
-        tests=tests,
+        timeline=timeline,
+        tests=[TestCount(t, *counts) for t, counts in sorted(tests.items())],
         failing={k: (sid, frozenset(t)) for k, (sid, t) in failing.items()},
         stuck=stuck,
     )
-
-
-def _stuck(c, graded) -> list[Stuck]:
-    r = graded.c
-    per = (
-        select(r.student, func.count().label("tries"), func.max(r.score).label("best"))
-        .add_columns(func.max(r.max_score).label("top"))
-        .add_columns(func.max(case((r.passed, 1), else_=0)).label("ok"))
-        .group_by(r.student)
-        .subquery("per")
-    )
-    p = per.c
-    reached = func.min(r.nth)
-    query = (
-        select(p.student, p.tries, p.best, p.top, (p.tries - reached).label("since"))
-        .select_from(per.join(graded, and_(r.student == p.student, r.score == p.best)))
-        .where(p.tries >= STUCK_TRIES, p.ok == 0)
-        .group_by(p.student, p.tries, p.best, p.top)
-        .having(p.tries - reached >= STUCK_SINCE)
-        .order_by((p.tries - reached).desc(), p.student)
-    )
-    return [Stuck(*row) for row in c.execute(query)]

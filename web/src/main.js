@@ -113,7 +113,7 @@ async function grade(kind) {
     const response = await request(kind, asked.id);
     done();
     if (exercise !== asked) return; // the student went to another exercise (Back) meanwhile
-    showReport(els.results, response.report, "", response.plots);
+    showReport(els.results, response.report, "", response.plots, response.hint);
     els.status.textContent =
       response.status === "ungradable"
         ? "Ungradable: the grader failed, not your code"
@@ -135,7 +135,7 @@ async function openSubmission(item, label) {
     const response = await api.submission(item.submission_id, storage.keyFor(studentName()));
     const final = await settled("submit", response);
     done();
-    showReport(els.results, final.report, `Submission of ${label}`, final.plots);
+    showReport(els.results, final.report, `Submission of ${label}`, final.plots, final.hint);
   } catch (error) {
     done();
     showError(els.results, error);

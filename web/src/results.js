@@ -234,8 +234,9 @@ function errorGroups(tiers) {
   return { names, repeats };
 }
 
-/** Render a Report (grader/report/model.py) into the panel; plotUrls come beside it. */
-export function showReport(panel, report, caption = "", plotUrls = {}) {
+/** Render a Report (grader/report/model.py) into the panel; plotUrls come beside it, and
+ * the known mistake its failing tests match, where the exercise allows naming it. */
+export function showReport(panel, report, caption = "", plotUrls = {}, hint = "") {
   const tiers = report.tiers || [];
   const { names, repeats } = errorGroups(tiers);
   stopPlots(panel);
@@ -244,6 +245,7 @@ export function showReport(panel, report, caption = "", plotUrls = {}) {
     submissionError(report.submission_error),
     graderError(report.grader_error),
     verdict(report, caption),
+    hint ? h("p", { class: "mistake-hint", role: "note" }, `A known mistake: ${hint}`) : null,
     h(
       "ol",
       { class: "tiers", "aria-label": "Tiers" },

@@ -4,14 +4,16 @@ wrong implementations, stuck students, the API (JSON and CSV) and the CLI."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from grader.cli import main
-from grader.exercise import catalog
-from grader.mistakes import Signatures, known_mistakes
+from grader.exercise import ExerciseError, catalog, load_exercise
+from grader.mistakes import Signatures, hint, known_mistakes
 from grader.service.stats import class_stats, stats_csv
 from grader.store import open_store
 
@@ -128,3 +130,30 @@ def test_cli_prints_the_api_object(tmp_path, capsys):
     assert stats["mistakes"][0]["titles"] == [known_mistakes(DPO)[0].title]
     assert main(["stats", "dpo", "--data-dir", str(tmp_path)]) == 0
     assert "2 students: Sums the per-pair losses" in capsys.readouterr().out
+
+
+def test_the_student_hint_names_one_exact_match_only_where_the_manifest_allows(tmp_path):
+    found = {"batch_sum": frozenset({"a"}), "hinge_loss": frozenset({"b", "c"}),
+             "keepdim": frozenset({"b", "c"})}  # fmt: skip
+    allowed = replace(DPO, mistake_hints=True)
+    batch_sum = known_mistakes(DPO)[0]
+    assert hint(allowed, report_of("dpo", FAILS_A), found) == batch_sum.explanation
+    assert hint(DPO, report_of("dpo", FAILS_A), found) == ""  # off by default
+    assert hint(allowed, report_of("dpo", FAILS_BC), found) == ""  # two mistakes match
+    assert hint(allowed, report_of("dpo", {"a": "failed", "b": "failed"}), found) == ""
+    assert hint(allowed, report_of("dpo", FAILS_A), None) == ""  # not graded yet
+
+
+def test_the_manifest_key_is_a_boolean_and_a_mistake_without_docstring_is_named(tmp_path):
+    folder = tmp_path / "exercise"
+    shutil.copytree(DPO.root, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = folder / "exercise.toml"
+    text = manifest.read_text()
+    manifest.write_text(text + '\n[hints]\nmistakes = "yes"\n')
+    with pytest.raises(ExerciseError, match=r"\[hints\] mistakes must be true or false"):
+        load_exercise(folder)
+    manifest.write_text(text + "\n[hints]\nmistakes = true\n")
+    assert load_exercise(folder).mistake_hints
+    (folder / "tests" / "implementations" / "wrong" / "aaa_bare.py").write_text("x = (\n")
+    first = known_mistakes(load_exercise(folder))[0]
+    assert (first.name, first.title, first.explanation) == ("aaa_bare", "aaa_bare", "")

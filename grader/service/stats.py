@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import asdict
 
 from grader.exercise import Exercise
 from grader.mistakes import Signatures, known_mistakes, matching
@@ -65,8 +64,8 @@ def class_stats(
         "labels_ready": found is not None,
         "mistakes": _mistakes(store, exercise, counts.failing, found or {}),
         "reference": exercise.reference.read_text(encoding="utf-8"),
-        "counted": [asdict(c) for c in counts.counted],
-        "stuck": [asdict(s) for s in counts.stuck],
+        "counted": [vars(c) for c in counts.counted],
+        "stuck": [vars(s) for s in counts.stuck],
     }
 
 

@@ -35,6 +35,9 @@ STATUSES = ("queued", "grading", "done", "ungradable")
 IN_FLIGHT = ("queued", "grading")
 FINISHED = ("done", "ungradable")
 KINDS = ("run", "submit")
+CLASS_SUBMISSION_COLUMNS = ("exercise", "kind", "student", "accepted_at", "submission_id")
+CLASS_GRADING_COLUMNS = ("submission_id", "current", "status", "grading_id", "score",
+                         "max_score", "passed")  # fmt: skip
 
 metadata = MetaData()
 
@@ -60,6 +63,8 @@ submissions = Table(
 )
 Index("submissions_by_student", submissions.c.student, submissions.c.accepted_at)
 Index("submissions_by_kind", submissions.c.kind, submissions.c.accepted_at)
+# the class's statistics read an exercise's Submits, and their gradings, from indexes alone
+Index("submissions_by_exercise", *(submissions.c[n] for n in CLASS_SUBMISSION_COLUMNS))
 
 gradings = Table(
     "gradings",
@@ -81,6 +86,7 @@ gradings = Table(
     Column("finished_at", Text, nullable=True),
 )
 Index("gradings_by_status", gradings.c.status, gradings.c.priority, gradings.c.queued_at)
+Index("gradings_by_submission", *(gradings.c[n] for n in CLASS_GRADING_COLUMNS))
 Index(
     "gradings_current",
     gradings.c.submission_id,

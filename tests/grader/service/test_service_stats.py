@@ -95,11 +95,13 @@ def test_a_report_without_tests_counts_in_the_class_and_not_in_items(store, tmp_
     assert (stats["students"], stats["tests"], stats["mistakes"]) == (1, [], [])
 
 
-def test_api_json_csv_and_who_may_read_them(make_client):
+def test_api_json_csv_and_who_may_read_them(make_client, tmp_path):
+    (tmp_path / "data").mkdir()  # the class is there before the service (and its node) starts
+    store = open_store(f"sqlite:///{tmp_path / 'data' / 'grader.sqlite3'}", migrate=True)
+    seed_class(store)
+    store.close()
+    signatures_in(tmp_path / "data" / "mistakes")
     client, _ = make_client(instructor_token=TOKEN)
-    service = client.app.state.service
-    seed_class(service.store)
-    signatures_in(service.settings.data_dir / "mistakes")
     url = "/api/instructor/stats?exercise=dpo"
     assert client.get(url).status_code == 401
     wrong = client.get(url, headers={"Authorization": "Bearer wrong-token-0123456789"})

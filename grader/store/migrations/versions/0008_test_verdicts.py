@@ -1,5 +1,6 @@
 """Each finished grading's per-test verdicts get a table (what the instructor's statistics
-count in SQL); reports stored before it are read once to fill it.
+count in SQL); reports stored before it are read once to fill it. An exercise's Submits and
+their gradings get covering indexes, so the statistics read no table row.
 
 Revision ID: 0008
 Revises: 0006
@@ -9,6 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 from grader.store.jobs import verdict_rows
+from grader.store.schema import CLASS_GRADING_COLUMNS, CLASS_SUBMISSION_COLUMNS
 
 revision = "0008"
 down_revision = "0006"
@@ -24,6 +26,8 @@ def upgrade() -> None:
         sa.Column("passed", sa.Boolean, nullable=False),
         sa.PrimaryKeyConstraint("grading_id", "test_id"),
     )
+    op.create_index("submissions_by_exercise", "submissions", list(CLASS_SUBMISSION_COLUMNS))
+    op.create_index("gradings_by_submission", "gradings", list(CLASS_GRADING_COLUMNS))
     bind = op.get_bind()
     found = bind.execute(sa.text("SELECT grading_id, report_json FROM gradings"
                                  " WHERE report_json IS NOT NULL")).all()  # fmt: skip
@@ -35,3 +39,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("test_verdicts")
+    op.drop_index("gradings_by_submission", "gradings")
+    op.drop_index("submissions_by_exercise", "submissions")

@@ -69,7 +69,7 @@ async def stats(
     """The class at a glance: item analysis, common mistakes, stuck students."""
     service, session = who
     if session is not None:
-        course = str(session.course_id)
+        course = f"lti:{session.course_id}"  # the course LTI Submits are filed under
     found = known_exercise(exercise)
     answer = await asyncio.to_thread(class_stats, service.store, found, service.signatures, course)
     if format == "json":

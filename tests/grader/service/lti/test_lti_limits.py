@@ -69,7 +69,9 @@ def test_a_launch_link_signs_in_only_the_browser_that_launched(tool, lms, launch
     assert as_session.status_code == 401
     elsewhere = httpx.post(f"{tool.base}/lti/session", json={"code": code})
     assert elsewhere.status_code == 403 and "another browser" in elsewhere.text
-    other = LaunchBrowser(lms).launch("student-2")  # the victim's own launch cookie
+    victim = LaunchBrowser(lms)
+    other = victim.launch("student-2")  # the victim's own launch cookie
+    victim.close()
     name, _, rest = other.headers["set-cookie"].partition("=")
     cookie = {"Cookie": f"{name}={rest.split(';', 1)[0]}"}
     mixed = httpx.post(f"{tool.base}/lti/session", json={"code": code}, headers=cookie)

@@ -112,21 +112,19 @@ def issue_session(keys: ToolKeys, session: Session) -> tuple[str, Session]:
 
 def verify_session(keys: ToolKeys, token: str | None) -> Session | None:
     """The session a token carries; None when it is missing, forged or expired."""
-    claims = _verified(keys, PAGE, token)
-    try:
-        session = Session(**claims["session"])
-    except (KeyError, TypeError):
-        return None
-    return session if session.ends_at > time.time() else None
+    return _session_of(_verified(keys, PAGE, token))
 
 
-def issue_handoff(keys: ToolKeys, session: Session) -> tuple[str, str, str]:
-    """(code, cookie name, cookie value): the code carries the session to the page, and
-    is exchanged only with the cookie, which only the launching browser holds."""
+def issue_handoff(keys: ToolKeys, session: Session) -> tuple[str, str]:
+    """(code, Set-Cookie header): the code carries the session to the page, and is
+    exchanged only with the cookie, which only the launching browser holds. The cookie is
+    partitioned (CHIPS), like the login's: kept in the LMS's iframe by browsers that block
+    third-party cookies."""
     binder, code_id = secrets.token_urlsafe(24), secrets.token_hex(6)
     claims = {"session": asdict(session), "id": code_id, "binder": _digest(binder)}
     code = _sign(keys, HANDOFF, int(time.time()) + HANDOFF_S, claims)
-    return code, HANDOFF_COOKIE + code_id, binder
+    attributes = f"Max-Age={HANDOFF_S}; Path=/lti/; Secure; HttpOnly; SameSite=None; Partitioned"
+    return code, f"{HANDOFF_COOKIE}{code_id}={binder}; {attributes}"
 
 
 def take_handoff(keys: ToolKeys, code: str | None, cookies: dict[str, str]) -> Session | None:
@@ -135,17 +133,15 @@ def take_handoff(keys: ToolKeys, code: str | None, cookies: dict[str, str]) -> S
     binder = cookies.get(HANDOFF_COOKIE + str(claims.get("id")))
     if binder is None or not secrets.compare_digest(_digest(binder), str(claims["binder"])):
         return None
+    return _session_of(claims)
+
+
+def _session_of(claims: dict) -> Session | None:
     try:
-        return Session(**claims["session"])
+        session = Session(**claims["session"])
     except (KeyError, TypeError):
         return None
-
-
-def handoff_cookie(name: str, value: str, life_s: int = HANDOFF_S) -> str:
-    """Partitioned (CHIPS), like the login's cookie: kept inside the LMS's iframe by
-    browsers that block third-party cookies."""
-    attributes = "Path=/lti/; Secure; HttpOnly; SameSite=None; Partitioned"
-    return f"{name}={value}; Max-Age={life_s}; {attributes}"
+    return session if session.ends_at > time.time() else None
 
 
 def _digest(text: str) -> str:
@@ -161,18 +157,13 @@ def _sign(keys: ToolKeys, audience: str, expires_at: int, claims: dict) -> str:
 
 def _verified(keys: ToolKeys, audience: str, token: str | None) -> dict:
     """The claims of a token of ours for this audience, unexpired; {} otherwise."""
-    if not token:
-        return {}
-    try:
-        decoded = jwt.decode(token, keys.session_keys(), algorithms=["HS256"])
-    except JoseError:
-        try:  # a key another API node made a moment ago
-            decoded = jwt.decode(token, keys.session_keys(refresh=True), algorithms=["HS256"])
+    claims = {}
+    for refresh in (False, True) if token else ():  # then: a key another node just made
+        try:
+            claims = jwt.decode(token, keys.session_keys(refresh), algorithms=["HS256"]).claims
+            break
         except (JoseError, ValueError):
-            return {}
-    except ValueError:
-        return {}
-    claims = decoded.claims
+            continue
     if claims.get("iss") != ISSUER or claims.get("aud") != audience:
         return {}
     if not isinstance(claims.get("exp"), int) or claims["exp"] < time.time():

@@ -174,23 +174,20 @@ class PlatformKeys:
         """The platform's RSA key with this kid (or its only key, when the token names
         none); None when no such key is known."""
         cached_at, keys = self._cache.get(platform.platform_id, (None, None))
-        now = time.monotonic()
-        found = _pick(keys or [], kid)
+        now, found = time.monotonic(), _pick(keys or [], kid)
         stale = cached_at is None or now - cached_at >= KEY_SET_MAX_AGE_S
-        if (found is None or stale) and now - self._fetched_at.get(
-            platform.platform_id, -1e9
-        ) >= self.refetch_s:
+        may_fetch = now - self._fetched_at.get(platform.platform_id, -1e9) >= self.refetch_s
+        if (found is None or stale) and may_fetch:
             found = _pick(await self._fetch(platform), kid)
-        elif keys is None:
+        elif keys is None:  # the last fetch, a moment ago, failed
             raise Refused(502, "The LMS's public keys could not be read", _KEYS_LATER)
         return found
 
     async def _fetch(self, platform: Platform) -> list[RSAKey]:
         self._fetched_at[platform.platform_id] = time.monotonic()
         try:
-            response = await self.http.get(
-                platform.jwks_url, headers={"Accept": "application/json"}
-            )
+            accept = {"Accept": "application/json"}
+            response = await self.http.get(platform.jwks_url, headers=accept)
             response.raise_for_status()
             entries = response.json().get("keys", [])
         except (httpx.HTTPError, ValueError, AttributeError) as error:

@@ -38,7 +38,6 @@ from grader.service.lti.credentials import (
     SESSION_HEADER,
     Session,
     ToolKeys,
-    handoff_cookie,
     issue_handoff,
     issue_session,
     take_handoff,
@@ -188,10 +187,8 @@ async def open_launch(launch: Launch, lti: LtiService) -> Response:
     )
     if launch.role == "instructor":
         return await instructor_view(lti, session)
-    code, cookie, binder = await asyncio.to_thread(issue_handoff, lti.keys, session)
-    response = RedirectResponse(f"/#lti={code}", status_code=303)
-    response.headers.append("Set-Cookie", handoff_cookie(cookie, binder))
-    return response
+    code, cookie = await asyncio.to_thread(issue_handoff, lti.keys, session)
+    return RedirectResponse(f"/#lti={code}", status_code=303, headers={"Set-Cookie": cookie})
 
 
 class SessionInfo(BaseModel):
@@ -223,18 +220,13 @@ def session_info(keys: ToolKeys, session: Session) -> SessionInfo:
 
 
 @router.post("/session", response_model=SessionInfo)
-async def lti_handoff(body: Handoff, request: Request, lti: Lti) -> Response:
+async def lti_handoff(body: Handoff, request: Request, lti: Lti) -> SessionInfo:
     """The page's first session, for the handoff code of the launch this browser made."""
     session = await asyncio.to_thread(take_handoff, lti.keys, body.code, request.cookies)
     if session is None:
         detail = "This sign-in link belongs to another browser or has expired. " + RELAUNCH
         raise HTTPException(403, detail)
-    info = await asyncio.to_thread(session_info, lti.keys, session)
-    response = JSONResponse(info.model_dump())
-    for name in request.cookies:
-        if name.startswith("gspo_lti_page_"):  # used: dropped
-            response.headers.append("Set-Cookie", handoff_cookie(name, "", 0))
-    return response
+    return await asyncio.to_thread(session_info, lti.keys, session)
 
 
 @router.post("/instructor", response_class=HTMLResponse)

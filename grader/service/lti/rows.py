@@ -29,26 +29,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import (
-    Column,
-    Connection,
-    Engine,
-    Float,
-    ForeignKey,
-    Index,
-    Integer,
-    PrimaryKeyConstraint,
-    String,
-    Table,
-    Text,
-    UniqueConstraint,
-    and_,
-    delete,
-    func,
-    insert,
-    select,
-    update,
-)
+import sqlalchemy as sa
+from sqlalchemy import Connection, Engine, and_, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from grader.service.tables import metadata, students
@@ -56,97 +38,102 @@ from grader.service.tables import metadata, students
 LOGIN_TTL_S = 600  # a login must come back as a launch within 10 minutes
 PLATFORM = "lti_platforms.platform_id"
 
-lti_platforms = Table(
+lti_platforms = sa.Table(
     "lti_platforms",
     metadata,
-    Column("platform_id", Integer, primary_key=True, autoincrement=True),
-    *(Column(n, Text, nullable=False) for n in ("issuer", "client_id", "auth_url", "token_url")),
-    Column("jwks_url", Text, nullable=False),
-    Column("token_audience", Text, nullable=True),  # None: the token URL
-    Column("name", Text, nullable=False),
-    Column("created_at", Text, nullable=False),
-    UniqueConstraint("issuer", "client_id", name="lti_platforms_registration"),
+    sa.Column("platform_id", sa.Integer, primary_key=True, autoincrement=True),
+    *(
+        sa.Column(n, sa.Text, nullable=False)
+        for n in ("issuer", "client_id", "auth_url", "token_url")
+    ),
+    sa.Column("jwks_url", sa.Text, nullable=False),
+    sa.Column("token_audience", sa.Text, nullable=True),  # None: the token URL
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Text, nullable=False),
+    sa.UniqueConstraint("issuer", "client_id", name="lti_platforms_registration"),
 )
-lti_deployments = Table(
+lti_deployments = sa.Table(
     "lti_deployments",
     metadata,
-    Column("platform_id", Integer, ForeignKey(PLATFORM), nullable=False),
-    Column("deployment_id", Text, nullable=False),
-    PrimaryKeyConstraint("platform_id", "deployment_id"),
+    sa.Column("platform_id", sa.Integer, sa.ForeignKey(PLATFORM), nullable=False),
+    sa.Column("deployment_id", sa.Text, nullable=False),
+    sa.PrimaryKeyConstraint("platform_id", "deployment_id"),
 )
-lti_keys = Table(
+lti_keys = sa.Table(
     "lti_keys",
     metadata,
-    Column("kid", String(64), primary_key=True),
-    Column("kind", String(16), nullable=False),  # "tool" or "session"
-    Column("jwk", Text, nullable=False),  # the private key as a JWK (JSON)
-    Column("created_at", Text, nullable=False),
+    sa.Column("kid", sa.String(64), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),  # "tool" or "session"
+    sa.Column("jwk", sa.Text, nullable=False),  # the private key as a JWK (JSON)
+    sa.Column("created_at", sa.Text, nullable=False),
 )
-Index("lti_keys_by_kind", lti_keys.c.kind, lti_keys.c.created_at)
-lti_states = Table(
+sa.Index("lti_keys_by_kind", lti_keys.c.kind, lti_keys.c.created_at)
+lti_states = sa.Table(
     "lti_states",
     metadata,
-    Column("state", String(64), primary_key=True),  # "<address tag>.<random>"
-    Column("nonce", String(64), nullable=False),
-    Column("platform_id", Integer, ForeignKey(PLATFORM), nullable=False),
-    Column("target_link_uri", Text, nullable=False),
-    Column("login_hint", Text, nullable=False),  # kept to start the login again in a new tab
-    Column("message_hint", Text, nullable=True),
-    Column("expires_at", Text, nullable=False),
+    sa.Column("state", sa.String(64), primary_key=True),  # "<address tag>.<random>"
+    sa.Column("nonce", sa.String(64), nullable=False),
+    sa.Column("platform_id", sa.Integer, sa.ForeignKey(PLATFORM), nullable=False),
+    sa.Column("target_link_uri", sa.Text, nullable=False),
+    sa.Column("login_hint", sa.Text, nullable=False),  # kept to start the login again in a new tab
+    sa.Column("message_hint", sa.Text, nullable=True),
+    sa.Column("expires_at", sa.Text, nullable=False),
 )
-lti_users = Table(
+lti_users = sa.Table(
     "lti_users",
     metadata,
-    Column("user_id", Integer, primary_key=True, autoincrement=True),
-    Column("platform_id", Integer, ForeignKey(PLATFORM), nullable=False),
-    Column("deployment_id", Text, nullable=False),
-    Column("sub", Text, nullable=False),
-    Column("name", Text, nullable=False),
-    Column("student", Text, ForeignKey("students.name"), nullable=False, unique=True),
-    Column("created_at", Text, nullable=False),
-    UniqueConstraint("platform_id", "deployment_id", "sub", name="lti_users_identity"),
+    sa.Column("user_id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("platform_id", sa.Integer, sa.ForeignKey(PLATFORM), nullable=False),
+    sa.Column("deployment_id", sa.Text, nullable=False),
+    sa.Column("sub", sa.Text, nullable=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("student", sa.Text, sa.ForeignKey("students.name"), nullable=False, unique=True),
+    sa.Column("created_at", sa.Text, nullable=False),
+    sa.UniqueConstraint("platform_id", "deployment_id", "sub", name="lti_users_identity"),
 )
-lti_courses = Table(
+lti_courses = sa.Table(
     "lti_courses",
     metadata,
-    Column("course_id", Integer, primary_key=True, autoincrement=True),
-    Column("platform_id", Integer, ForeignKey(PLATFORM), nullable=False),
-    Column("deployment_id", Text, nullable=False),
-    Column("context_id", Text, nullable=False),
-    Column("title", Text, nullable=False),
-    Column("policy", String(8), nullable=False),  # best or latest
-    UniqueConstraint("platform_id", "deployment_id", "context_id", name="lti_courses_context"),
+    sa.Column("course_id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("platform_id", sa.Integer, sa.ForeignKey(PLATFORM), nullable=False),
+    sa.Column("deployment_id", sa.Text, nullable=False),
+    sa.Column("context_id", sa.Text, nullable=False),
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("policy", sa.String(8), nullable=False),  # best or latest
+    sa.UniqueConstraint("platform_id", "deployment_id", "context_id", name="lti_courses_context"),
 )
-lti_links = Table(
+lti_links = sa.Table(
     "lti_links",
     metadata,
-    Column("link_id", Integer, primary_key=True, autoincrement=True),
-    Column("course_id", Integer, ForeignKey("lti_courses.course_id"), nullable=False),
-    Column("resource_link_id", Text, nullable=False),
-    Column("title", Text, nullable=False),
-    Column("exercise", String(32), nullable=False),
-    Column("lineitem", Text, nullable=True),  # None: the link takes no scores
-    UniqueConstraint("course_id", "resource_link_id", name="lti_links_resource"),
+    sa.Column("link_id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("course_id", sa.Integer, sa.ForeignKey("lti_courses.course_id"), nullable=False),
+    sa.Column("resource_link_id", sa.Text, nullable=False),
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("exercise", sa.String(32), nullable=False),
+    sa.Column("lineitem", sa.Text, nullable=True),  # None: the link takes no scores
+    sa.UniqueConstraint("course_id", "resource_link_id", name="lti_links_resource"),
 )
-lti_scores = Table(
+lti_scores = sa.Table(
     "lti_scores",
     metadata,
-    Column("submission_id", Text, ForeignKey("submissions.submission_id"), primary_key=True),
-    Column("user_id", Integer, ForeignKey("lti_users.user_id"), nullable=False),
-    Column("link_id", Integer, ForeignKey("lti_links.link_id"), nullable=False),
-    Column("state", String(8), nullable=False),
-    Column("attempts", Integer, nullable=False),
-    Column("next_attempt_at", Text, nullable=False),
-    Column("claimed_until", Text, nullable=True),  # an API node is posting it until then
-    Column("score_given", Float, nullable=True),  # what was posted
-    Column("score_maximum", Float, nullable=True),
-    Column("last_status", Integer, nullable=True),  # the LMS's last HTTP status
-    Column("last_error", Text, nullable=True),
-    Column("created_at", Text, nullable=False),
-    Column("done_at", Text, nullable=True),
+    sa.Column(
+        "submission_id", sa.Text, sa.ForeignKey("submissions.submission_id"), primary_key=True
+    ),
+    sa.Column("user_id", sa.Integer, sa.ForeignKey("lti_users.user_id"), nullable=False),
+    sa.Column("link_id", sa.Integer, sa.ForeignKey("lti_links.link_id"), nullable=False),
+    sa.Column("state", sa.String(8), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("next_attempt_at", sa.Text, nullable=False),
+    sa.Column("claimed_until", sa.Text, nullable=True),  # an API node is posting it until then
+    sa.Column("score_given", sa.Float, nullable=True),  # what was posted
+    sa.Column("score_maximum", sa.Float, nullable=True),
+    sa.Column("last_status", sa.Integer, nullable=True),  # the LMS's last HTTP status
+    sa.Column("last_error", sa.Text, nullable=True),
+    sa.Column("created_at", sa.Text, nullable=False),
+    sa.Column("done_at", sa.Text, nullable=True),
 )
-Index("lti_scores_due", lti_scores.c.state, lti_scores.c.next_attempt_at)
-Index("lti_scores_by_link", lti_scores.c.link_id, lti_scores.c.user_id)
+sa.Index("lti_scores_due", lti_scores.c.state, lti_scores.c.next_attempt_at)
+sa.Index("lti_scores_by_link", lti_scores.c.link_id, lti_scores.c.user_id)
 
 
 def stamp(moment: datetime | None = None) -> str:

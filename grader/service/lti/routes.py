@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Annotated
 from urllib.parse import parse_qsl
 
@@ -208,15 +208,7 @@ class Handoff(BaseModel):
 
 def session_info(keys: ToolKeys, session: Session) -> SessionInfo:
     token, renewed = issue_session(keys, session)
-    return SessionInfo(
-        name=renewed.name,
-        role=renewed.role,
-        course=renewed.course_title,
-        exercise=renewed.exercise,
-        token=token,
-        expires_at=renewed.expires_at,
-        ends_at=renewed.ends_at,
-    )
+    return SessionInfo(**asdict(renewed), course=renewed.course_title, token=token)
 
 
 @router.post("/session", response_model=SessionInfo)

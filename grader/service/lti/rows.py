@@ -241,27 +241,28 @@ class LtiStore:
                     c.execute(insert(lti_deployments).values(**row))
         return self.platform(found), created
 
-    def platforms(self) -> list[Platform]:
+    def platforms(self, *where) -> list[Platform]:
+        """The registrations (those that match `where`), with their deployment ids."""
+        d = lti_deployments.c
         with self.engine.connect() as c:
-            ids = c.scalars(select(lti_platforms.c.platform_id).order_by("platform_id")).all()
-        return [self.platform(i) for i in ids]
+            rows = c.execute(select(lti_platforms).where(*where).order_by("platform_id")).all()
+            deployments = c.execute(
+                select(d.platform_id, d.deployment_id).order_by(d.deployment_id)
+            )
+            deployments = deployments.all()
+        return [
+            Platform(
+                **r._mapping, deployment_ids=tuple(i for p, i in deployments if p == r.platform_id)
+            )
+            for r in rows
+        ]
 
     def find_platform(self, issuer: str, client_id: str) -> Platform | None:
         p = lti_platforms.c
-        with self.engine.connect() as c:
-            found = c.scalar(
-                select(p.platform_id).where(p.issuer == issuer, p.client_id == client_id)
-            )
-        return self.platform(found) if found is not None else None
+        return next(iter(self.platforms(p.issuer == issuer, p.client_id == client_id)), None)
 
     def platform(self, platform_id: int) -> Platform | None:
-        d = lti_deployments.c
-        with self.engine.connect() as c:
-            query = select(lti_platforms).where(lti_platforms.c.platform_id == platform_id)
-            row = c.execute(query).mappings().first()
-            mine = select(d.deployment_id).where(d.platform_id == platform_id)
-            deployments = c.scalars(mine.order_by(d.deployment_id)).all()
-        return Platform(**row, deployment_ids=tuple(deployments)) if row else None
+        return next(iter(self.platforms(lti_platforms.c.platform_id == platform_id)), None)
 
     def keys(self, kind: str) -> list[tuple[str, str]]:
         """(kid, private JWK as JSON) of this tool's keys of one kind, newest first."""

@@ -261,7 +261,7 @@ def test_built_web_page_is_served_at_the_root(make_client, tmp_path):
     assert "gspo page" in client.get("/?exercise=dpo").text  # the page's address of an exercise
     assert client.get("/assets/app.js").text == "console.log(1)"
     assert client.get("/api/exercise").status_code == 200
-    assert client.get("/docs").status_code == 200
+    assert client.get("/openapi.json").status_code == 200
 
 
 def test_a_grader_that_raises_makes_the_job_ungradable_after_two_attempts(make_client):

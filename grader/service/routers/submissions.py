@@ -29,9 +29,7 @@ async def list_submissions(
     """The student's submissions, newest first."""
     key_hash = await asyncio.to_thread(service.store.student_key_hash, student)
     if not key_matches(x_student_key, key_hash or ""):  # one answer: no names to enumerate
-        raise HTTPException(
-            403, f"No student {student!r} with this key: send the name's key in X-Student-Key."
-        )
+        raise HTTPException(403, "No student has this name and key (X-Student-Key).")
     found = await asyncio.to_thread(service.store.list_submissions, student, exercise)
     items = [SubmissionItem.model_validate(s, from_attributes=True) for s in found]
     return SubmissionList(student=student, submissions=items)

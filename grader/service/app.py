@@ -23,7 +23,7 @@ from grader import __version__
 from grader.service.body_limit import BodyLimit
 from grader.service.database import DatabaseError
 from grader.service.file_modes import make_private
-from grader.service.headers import SecurityHeaders
+from grader.service.headers import SecurityHeaders, page_with_nonce
 from grader.service.lti import api as lti_api
 from grader.service.lti import routes as lti_routes
 from grader.service.lti.service import LtiService
@@ -112,6 +112,7 @@ def mount_web(app: FastAPI, settings: Settings) -> None:
             raise HTTPException(404, "The API reference is turned off (GSPO_GRADER_DOCS=false).")
 
     if (web_dir / "index.html").is_file():
+        app.get("/", include_in_schema=False)(page_with_nonce(web_dir / "index.html"))
         app.mount("/", StaticFiles(directory=web_dir, html=True), name="web")
         return
 

@@ -1,12 +1,11 @@
-"""Security headers on every response, as an ASGI middleware.
+"""Security headers on every response (an ASGI middleware), and the page with its nonce.
 
-The page is built with no inline script or style (web/), so its Content-Security-Policy
-allows only this origin's files, plus the editor's <style> by a nonce made for each load of
-the page (`page_with_nonce`, given to the page in a <meta>); the LTI pages' one inline style
-is allowed by its hash. Style attributes (KaTeX's sizes) are allowed: they cannot run code.
-Only this origin and the registered LMSs (their issuers' and login endpoints' origins, read
-on each HTML response so a platform added by `gspo-grader lti add-platform` counts at once)
-may frame a page.
+The page has no inline script or style (web/), so its Content-Security-Policy allows this
+origin's files only, plus the editor's <style> by a nonce made for each load of the page (in
+a <meta> the editor reads) and the LTI pages' one <style> by its hash. Style attributes
+(KaTeX's sizes) are allowed: they run nothing. Only this origin and the registered LMSs (the
+origins of each platform's issuer and login URL, read on every HTML response, so a platform
+added while the service runs counts at once) may frame a page.
 """
 
 from __future__ import annotations
@@ -27,30 +26,19 @@ from grader.service.lti.pages import STYLE
 LTI_STYLE = "'sha256-" + base64.b64encode(hashlib.sha256(STYLE.encode()).digest()).decode() + "'"
 POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self' {nonce}" + LTI_STYLE + "; "
-    "style-src-attr 'unsafe-inline'; "
-    "img-src 'self' data:; font-src 'self'; connect-src 'self'; object-src 'none'; "
-    "base-uri 'none'; form-action 'self'"
+    "style-src-attr 'unsafe-inline'; img-src 'self' data:; font-src 'self'; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'"
 )
-ALWAYS = [
-    (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
-]
-
-
-def origin(url: str) -> str | None:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else None
+ALWAYS = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer")]
 
 
 def lms_origins(app) -> list[str]:
-    """The origins of every registered LTI platform (none before the app has started)."""
-    lti = getattr(app.state, "lti", None)
     try:
-        platforms = lti.store.platforms() if lti is not None else []
+        platforms = app.state.lti.store.platforms() if hasattr(app.state, "lti") else []
     except SQLAlchemyError:  # the database is down: only this origin may frame the page
         return []
-    found = {origin(url) for p in platforms for url in (p.issuer, p.auth_url)}
-    return sorted(o for o in found if o)
+    urls = [urlsplit(url) for p in platforms for url in (p.issuer, p.auth_url)]
+    return sorted({f"{u.scheme}://{u.netloc}" for u in urls if u.scheme and u.netloc})
 
 
 def page_with_nonce(index: Path):
@@ -70,21 +58,18 @@ class SecurityHeaders:
         self.app = app
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-
         async def with_headers(message):
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
-                kind = dict(headers).get(b"content-type", b"")
                 ancestors = ["'self'"]
-                if kind.startswith(b"text/html"):
+                if dict(headers).get(b"content-type", b"").startswith(b"text/html"):
                     ancestors += await asyncio.to_thread(lms_origins, scope["app"])
                 nonce = scope.get("state", {}).get("style_nonce")
                 policy = POLICY.format(nonce=f"'nonce-{nonce}' " if nonce else "")
-                policy += f"; frame-ancestors {' '.join(ancestors)}"
-                headers += [*ALWAYS, (b"content-security-policy", policy.encode())]
-                message = {**message, "headers": headers}
+                policy += "; frame-ancestors " + " ".join(ancestors)
+                message = {**message, "headers": [*headers, *ALWAYS]}
+                message["headers"].append((b"content-security-policy", policy.encode()))
             await send(message)
 
-        await self.app(scope, receive, with_headers)
+        send_on = with_headers if scope["type"] == "http" else send
+        await self.app(scope, receive, send_on)

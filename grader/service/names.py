@@ -1,39 +1,28 @@
 """Student names as the grader compares and stores them: one spelling per person.
 
-`normal_name` applies Unicode NFKC, case-folds, trims and collapses inner whitespace, so
-`Alice`, ` alice ` and `ａｌｉｃｅ` (full width) are one student. `scripts` names the writing
-systems of a name's letters: a name that mixes two (`аlice`, Cyrillic а among Latin letters)
-can pass for someone else's in the gradebook and is refused where a name enters.
+`normal_name`: Unicode NFKC, case-folded, trimmed, inner whitespace one space (`Alice`,
+` alice ` and `ａｌｉｃｅ` are one student). `mixed_scripts_message`: why a name whose
+letters come from two scripts (`аlice`, a Cyrillic а among Latin letters), which could pass
+for someone else's in the gradebook, is refused.
 """
 
 from __future__ import annotations
 
 import unicodedata
 
-# Scripts that one name may legitimately mix (Japanese writes kanji with kana; Korean may
-# add hanja); each group counts as one script.
-SCRIPT_GROUPS = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK"}
+ONE_SCRIPT = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK"}  # mixed in one name
 
 
 def normal_name(name: str) -> str:
-    """NFKC, case-folded, trimmed, runs of whitespace made one space."""
     folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
     return " ".join(folded.split())
 
 
-def scripts(name: str) -> list[str]:
-    """The scripts of the name's letters, sorted (e.g. ['CYRILLIC', 'LATIN'])."""
-    found = set()
-    for char in name:
-        if unicodedata.category(char).startswith("L"):
-            script = unicodedata.name(char, "UNKNOWN").split()[0]
-            found.add(SCRIPT_GROUPS.get(script, script))
-    return sorted(found)
-
-
 def mixed_scripts_message(name: str) -> str | None:
-    """Why `name` is refused, or None when its letters are of one script."""
-    found = scripts(name)
+    letters = [c for c in name if unicodedata.category(c).startswith("L")]
+    found = sorted(
+        {ONE_SCRIPT.get(s, s) for s in (unicodedata.name(c).split()[0] for c in letters)}
+    )
     if len(found) < 2:
         return None
     return (

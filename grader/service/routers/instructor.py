@@ -29,7 +29,7 @@ async def all_submissions(service: Instructor, exercise: ExerciseFilter = None) 
 
 
 @router.get("/submissions/{submission_id}", response_model=InstructorSubmission)
-async def one_submission(submission_id: str, service: Instructor) -> InstructorSubmission:
+async def submission_with_code(submission_id: str, service: Instructor) -> InstructorSubmission:
     """One submission with its code (for the instructor's view and regrade scripts)."""
     get = service.store.get_submission
     record = await asyncio.to_thread(get, submission_id) if is_id(submission_id) else None

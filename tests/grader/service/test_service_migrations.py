@@ -104,5 +104,5 @@ def test_names_are_normalised_and_colliding_ones_reported_on_upgrade(tmp_path, c
     assert store.student_key_hash("李雷 2")  # already normal
     store.close()
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert "names ['Ada', 'ada'] are one name once normalised ('ada'); left as they are" in warnings
+    assert "names ['Ada', 'ada'] are one once normalised ('ada'); left as they are" in warnings
     assert "name '\u0430da' mixes scripts; left as it is" in warnings

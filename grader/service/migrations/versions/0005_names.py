@@ -31,27 +31,19 @@ REFERENCES = (
 
 def upgrade() -> None:
     c = op.get_bind()
-    rows = c.execute(sa.select(students)).mappings().all()
     by_normal = defaultdict(list)
-    for row in rows:
-        by_normal[normal_name(row["name"])].append(row["name"])
-    for normal, names in sorted(by_normal.items()):
-        if len(names) > 1:
-            log.warning(
-                "names %s are one name once normalised (%r); left as they are",
-                sorted(names),
-                normal,
-            )
-            continue
-        if mixed_scripts_message(normal):
-            log.warning("name %r mixes scripts; left as it is", names[0])
-        elif names[0] != normal:
-            old = next(r for r in rows if r["name"] == names[0])
+    for row in c.execute(sa.select(students)).mappings():
+        by_normal[normal_name(row["name"])].append(row)
+    for normal, (old, *others) in by_normal.items():
+        if others:
+            names = sorted(r["name"] for r in (old, *others))
+            log.warning("names %s are one once normalised (%r); left as they are", names, normal)
+        elif mixed_scripts_message(normal):
+            log.warning("name %r mixes scripts; left as it is", old["name"])
+        elif old["name"] != normal:
             c.execute(sa.insert(students).values(**{**old, "name": normal}))
-            for table in REFERENCES:
-                c.execute(
-                    sa.update(table).where(table.c.student == old["name"]).values(student=normal)
-                )
+            for t in REFERENCES:
+                c.execute(sa.update(t).where(t.c.student == old["name"]).values(student=normal))
             c.execute(sa.delete(students).where(students.c.name == old["name"]))
 
 

@@ -3,9 +3,9 @@
 The page has no inline script or style (web/), so its Content-Security-Policy allows this
 origin's files only, plus the editor's <style> by a nonce made for each load of the page (in
 a <meta> the editor reads) and the LTI pages' one <style> by its hash. Style attributes
-(KaTeX's sizes) are allowed: they run nothing. Only this origin and the registered LMSs (the
+(KaTeX's sizes) are allowed: they run nothing. Only this origin, the registered LMSs (the
 origins of each platform's issuer and login URL, read on every HTML response, so a platform
-added while the service runs counts at once) may frame a page.
+added while the service runs counts at once) and `frame_origins` may frame a page.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ def lms_origins(app) -> list[str]:
     except SQLAlchemyError:  # the database is down: only this origin may frame the page
         return []
     urls = [urlsplit(url) for p in platforms for url in (p.issuer, p.auth_url)]
-    return sorted({f"{u.scheme}://{u.netloc}" for u in urls if u.scheme and u.netloc})
+    found = {f"{u.scheme}://{u.netloc}" for u in urls if u.scheme and u.netloc}
+    return sorted(found | set(app.state.settings.frame_origins.split()))
 
 
 def page_with_nonce(index: Path):

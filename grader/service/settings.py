@@ -52,6 +52,9 @@ class Settings(BaseSettings):
     # e.g. https://grader.example.edu; None: taken from each request's own URL
     public_url: str | None = None
     lti_retry_seconds: float = Field(30.0, gt=0, le=3600)  # first grade passback retry; doubles
+    # origins besides the registered LMSs' that may frame the page, space separated (an LMS
+    # whose pages are on another origin than its issuer, e.g. https://school.instructure.com)
+    frame_origins: str = ""
     docs: bool = True  # /docs, /openapi.json: Swagger UI from the page's build, never a CDN
     # HTTP: uvicorn's caps (the reverse proxy adds read timeouts: docs/deploy.md)
     http_max_connections: int = Field(1000, ge=1, le=100_000)  # then 503

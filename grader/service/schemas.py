@@ -16,24 +16,19 @@ STUDENT_PATTERN = r"^[^\W_][\w .@-]*$"
 
 
 def _one_script(name: str) -> str:
-    message = mixed_scripts_message(name)
-    if message is not None:
+    if message := mixed_scripts_message(name):
         raise PydanticCustomError("mixed_scripts", message)
     return name
 
 
 def _valid_code(code: str) -> str:
-    """JSON may carry a lone surrogate (\\ud800), which is no character: refuse it here
-    rather than fail later writing it to the database."""
+    """A lone surrogate (\\ud800 in the JSON) is no character: refused before it is stored."""
     try:
-        code.encode("utf-8")
+        code.encode()
     except UnicodeEncodeError as error:
         line = code.count("\n", 0, error.start) + 1
-        raise PydanticCustomError(
-            "not_utf8",
-            f"the code is not valid Unicode text: line {line} holds a lone surrogate "
-            f"({code[error.start]!r}); expected UTF-8 text",
-        ) from None
+        why = f"line {line} holds a lone surrogate ({code[error.start]!r}); expected UTF-8 text"
+        raise PydanticCustomError("not_utf8", "the code is not valid Unicode: " + why) from None
     return code
 
 

@@ -30,7 +30,7 @@ from grader.service import create_app, load_settings
 from grader.store import open_store
 from grader.store.schema import gradings, students, submissions, test_verdicts
 
-TOKEN = "bench-instructor-token-0123"
+TOKEN = "bench-instructor-token-0123456789abcdefghij"
 TESTS = [f"test_t{t // 10}.py::test_{t}" for t in range(40)]
 MISTAKES = [frozenset(random.Random(m).sample(TESTS, 3 + m)) for m in range(6)]
 

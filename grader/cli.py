@@ -279,6 +279,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     print("Exercises:")
     for exercise in catalog().values():
         print(f"  {exercise.id}: {exercise.root}")
+    from grader.service.file_modes import wider_than_private
+    from grader.settings import load_settings
+
+    with _service_problems():
+        data_dir = load_settings().data_dir
+    open_to_others = wider_than_private(data_dir)
+    print(f"Data folder: {data_dir}" + ("" if open_to_others else " (private to this user)"))
+    for line in open_to_others:
+        print(f"  WARNING: {line}")
     return 0
 
 
@@ -329,9 +338,9 @@ def cmd_db(args: argparse.Namespace) -> int:
 
 
 def cmd_lti(args: argparse.Namespace) -> int:
-    from grader.service.lti.cli import main as lti_main
+    from grader.service.lti.commands import run_lti_command
 
-    return lti_main(args.lti_args)
+    return run_lti_command(args.lti_args)
 
 
 @contextlib.contextmanager

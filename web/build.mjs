@@ -1,5 +1,6 @@
 // Build the pages into dist/: index.html with app.js and app.css, instructor.html with
-// instructor.js and instructor.css, and the KaTeX fonts the CSS names.
+// instructor.js and instructor.css, and the KaTeX fonts the CSS names; and the API
+// reference into dist/docs/: Swagger UI's files from npm, served at /docs.
 // Runs offline once `npm ci` has installed esbuild and the libraries.
 
 import { copyFile, mkdir, rm } from "node:fs/promises";
@@ -30,6 +31,17 @@ const result = await esbuild.build({
 });
 for (const page of ["index.html", "instructor.html"]) {
   await copyFile(join(here, page), join(dist, page));
+}
+const swagger = join(here, "node_modules", "swagger-ui-dist");
+await mkdir(join(dist, "docs"));
+for (const [from, name] of [
+  [join(here, "docs", "index.html"), "index.html"],
+  [join(here, "docs", "init.js"), "init.js"],
+  [join(swagger, "swagger-ui-bundle.js"), "swagger-ui-bundle.js"],
+  [join(swagger, "swagger-ui.css"), "swagger-ui.css"],
+  [join(swagger, "LICENSE"), "swagger-ui.LICENSE.txt"],
+]) {
+  await copyFile(from, join(dist, "docs", name));
 }
 const sizes = Object.entries(result.metafile.outputs)
   .filter(([name]) => /\.(js|css)$/.test(name))

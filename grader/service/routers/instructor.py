@@ -1,7 +1,7 @@
-"""Instructor endpoints: every submission, the class gradebook as CSV (written by
-grader/report/gradebook.py, like every gradebook), and the class's statistics (JSON or one
-table as CSV). Bearer-token protected (the statistics also take an LTI instructor's
-session); without a configured token the token's way in does not exist (404)."""
+"""Instructor endpoints: every submission, one with its code, the class gradebook as CSV
+(written by grader/report/gradebook.py, like every gradebook), and the class's statistics
+(JSON or one table as CSV). Bearer-token protected (the statistics also take an LTI
+instructor's session); without a configured token the token's way in does not exist (404)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
 from fastapi.responses import Response
 
 from grader.report.gradebook import class_gradebook_csv
-from grader.service.deps import Instructor, bearer_token, get_service, require_instructor
-from grader.service.lti.api import lti_session
-from grader.service.lti.session import Session
-from grader.service.schemas import InstructorItem, InstructorList
+from grader.service.deps import Instructor, bearer_token, get_service, is_id, require_instructor
+from grader.service.lti.credentials import Session
+from grader.service.lti.routes import lti_session
+from grader.service.schemas import InstructorItem, InstructorList, InstructorSubmission
 from grader.service.state import ServiceState
 from grader.service.stats import TABLES, class_stats, stats_csv
-from grader.service.views import known_exercise
+from grader.service.views import known_exercise, view_of
 
 router = APIRouter(prefix="/api/instructor", tags=["instructor"])
 
@@ -31,6 +31,17 @@ async def all_submissions(service: Instructor, exercise: ExerciseFilter = None) 
     found = await asyncio.to_thread(service.store.list_submissions, None, exercise)
     items = [InstructorItem.model_validate(s, from_attributes=True) for s in found]
     return InstructorList(submissions=items)
+
+
+@router.get("/submissions/{submission_id}", response_model=InstructorSubmission)
+async def submission_with_code(submission_id: str, service: Instructor) -> InstructorSubmission:
+    """One submission with its code (for the instructor's view and regrade scripts)."""
+    get = service.store.get
+    found = await asyncio.to_thread(get, submission_id) if is_id(submission_id) else None
+    if found is None or found.submission.kind != "submit":
+        raise HTTPException(404, f"There is no submission {submission_id!r}.")
+    view = await view_of(service, found)
+    return InstructorSubmission(**view.model_dump(), code=found.submission.code)
 
 
 @router.get(

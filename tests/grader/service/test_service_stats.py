@@ -19,8 +19,8 @@ from grader.store import open_store
 
 sys.path.insert(0, str(Path(__file__).parent))
 from class_seed import report_of, seed
+from service_kit import TOKEN
 
-TOKEN = "instructor-token-0123456789"
 DPO = catalog()["dpo"]
 ALL_PASS = {"a": "passed", "b": "passed", "c": "passed"}
 FAILS_A = {"a": "failed", "b": "passed", "c": "passed"}

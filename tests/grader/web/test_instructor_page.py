@@ -20,6 +20,7 @@ sys.path.insert(0, str(REPO / "tests" / "grader" / "service" / "lti"))
 from class_seed import seed
 from servers import ServerThread
 from service_fakes import FakeGrader
+from service_kit import TOKEN
 
 from grader.exercise import catalog
 from grader.judge import grade_files
@@ -29,7 +30,6 @@ from grader.store import open_store
 
 pytestmark = pytest.mark.browser
 
-TOKEN = "instructor-token-0123456789"
 DPO = catalog()["dpo"]
 WRONG = ["batch_sum", "hinge_loss", "loss_not_negated", "ignores_mask"]
 CORRECT = ["logsigmoid", "softplus"]

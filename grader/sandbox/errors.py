@@ -39,6 +39,14 @@ class LoadError:
     line: int | None = None  # 1-based line in the student's file
     detail: str = ""  # caret excerpt, or the student's part of the traceback
 
+    @classmethod
+    def from_reply(cls, error: object) -> LoadError | None:
+        """The worker's load error, or None when it is malformed."""
+        if not isinstance(error, dict) or not isinstance(error.get("message"), str):
+            return None
+        line = error.get("line") if type(error.get("line")) is int else None
+        return cls(str(error.get("kind")), error["message"], line, str(error.get("detail")))
+
 
 class StudentError(Exception):
     """An exception raised by student code, carried over from the worker.
@@ -68,6 +76,20 @@ class StudentError(Exception):
         if type_name == "MemoryError" or "allocate memory" in message:  # Python's or torch's
             self.kind = "memory_limit"
         super().__init__(self._text())
+
+    @classmethod
+    def from_reply(cls, error: object, filename: str) -> StudentError | None:
+        """The error a worker's reply describes, or None when it is malformed."""
+        if not isinstance(error, dict) or not isinstance(error.get("type_name"), str):
+            return None
+        line = error.get("line") if type(error.get("line")) is int else None
+        return cls(
+            error["type_name"],
+            str(error.get("message", "")),
+            student_traceback=str(error.get("traceback", "")),
+            line=line,
+            filename=filename,
+        )
 
     def _text(self) -> str:
         head = f"{self.type_name}: {self.message}" if self.message else self.type_name

@@ -22,14 +22,11 @@ from .codec import (
     Encoded,
     Frame,
     TensorSpec,
-    WireClosed,
-    WireError,
-    WireLimits,
-    WireTimeout,
     encode,
     parse_header,
     with_fields,
 )
+from .contract import WireClosed, WireError, WireLimits, WireTimeout
 
 __all__ = [
     "DEVICES",

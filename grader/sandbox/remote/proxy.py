@@ -14,14 +14,13 @@ A function that timed out gets Limits.retry_wall_seconds for its later calls; on
 timed out twice, its remaining calls in this grading fail at once ("not run"), so code that
 never returns is judged in seconds, not after every test has waited out its own limit.
 
-Given a `Forecast` (the calls of an earlier grading of the same tests, see forecast.py), the
-proxy sends the forecast's next calls ahead and answers a call that equals the forecast's
-next one from the reply already on the way; replies are read strictly in request order.
+Given a forecast (the calls of an earlier grading of the same tests, see forecast.py), the
+proxy sends the forecast's next calls ahead (`.ahead`) and answers a call that equals the
+forecast's next one from the reply already on the way; replies are read in request order.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import functools
 import time
@@ -29,7 +28,6 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
-from grader.sandbox import launch, remote_autograd
 from grader.sandbox.errors import (
     LoadError,
     SandboxError,
@@ -38,24 +36,25 @@ from grader.sandbox.errors import (
     StudentLoadError,
     StudentTimeout,
 )
-from grader.sandbox.forecast import AHEAD_BYTES, AHEAD_CALLS, Forecast, ForecastCall, Script
+from grader.sandbox.output import StudentOutput
+from grader.sandbox.remote import autograd as remote_autograd
+from grader.sandbox.remote.forecast import CallsAhead, Forecast, ForecastCall
+from grader.sandbox.remote.pipeline import Pipeline
+from grader.sandbox.spawn import spawn_worker
 from grader.sandbox.worker.contract import WAITS, Limits, Op
 from grader.sandbox.worker.wire import (
     Channel,
     Encoded,
     Frame,
-    WireClosed,
     WireError,
-    WireTimeout,
     encode,
-    with_fields,
 )
 
 MAX_RESTARTS = 20  # a submission that crashes on every call stops being restarted
 TIMEOUTS_BEFORE_NOT_RUN = 2  # a function that timed out this often is not called again
 
 
-class StudentProxy:
+class StudentProxy(Pipeline):
     """The student's module, as seen from the judge: one attribute per declared function."""
 
     def __init__(
@@ -68,28 +67,17 @@ class StudentProxy:
         pool=None,
         forecast: Forecast | None = None,
     ) -> None:
+        super().__init__()
         self.source, self.filename, self.functions = source, filename, tuple(functions)
         self.limits = limits or (pool.limits if pool is not None else Limits.from_env())
         self.load_error: LoadError | None = None
         self.restarts = 0
-        self.requests = 0  # requests sent to a worker, load and calls sent ahead included
-        self.calls_sent_ahead = self.calls_answered_ahead = 0
-        self.script = Script()  # this grading's calls: a forecast for the next one
+        self.ahead = CallsAhead(forecast)  # calls sent ahead; this grading's own calls
         self.worker_cpu_s = 0.0  # CPU time of this proxy's workers, as their replies said
         self.isolation = ""
-        self._pool, self._worker, self._channel = pool, None, None
-        self._generation, self._next_id, self._seq = 0, 0, 0
-        self._cpu_s = 0.0  # the current worker's CPU time in its last reply
-        self._released: list[int] = []
+        self._pool = pool
         self._timeouts: dict[str, int] = {}  # function name -> timeouts in this grading
-        self._output: list[str] = []
-        self._output_chars, self._truncated = 0, False
-        self._forecast = forecast  # None once dropped: no more calls are sent ahead
-        self._next = 0  # the forecast call that the next call should equal
-        self._ahead: collections.deque[tuple[int, int]] = collections.deque()  # (seq, call id)
-        self._unread: collections.deque[tuple[int, int]] = collections.deque()  # (seq, bytes)
-        self._unread_bytes = 0
-        self._stash: dict[int, tuple[dict, Frame]] = {}  # replies read before they were wanted
+        self._output = StudentOutput(self.limits.output_bytes)
         for name in self.functions:
             if name.startswith("_") or hasattr(type(self), name) or name in vars(self):
                 raise ValueError(f"cannot proxy a function named {name!r}")
@@ -105,9 +93,7 @@ class StudentProxy:
 
     def start(self) -> StudentProxy:
         """Start (or take from the pool) a worker and load the source into it."""
-        worker = (
-            self._pool.acquire() if self._pool is not None else launch.start_worker(self.limits)
-        )
+        worker = self._pool.acquire() if self._pool is not None else spawn_worker(self.limits)
         self._worker, self._generation = worker, self._generation + 1
         self.limits, self.isolation = worker.limits, worker.isolation
         self._channel = Channel(worker.sock, worker.limits.wire())
@@ -141,13 +127,11 @@ class StudentProxy:
             kind = exc.kind if exc.kind != "exception" else "import_error"
             return LoadError(kind, str(exc), exc.line, exc.student_traceback)
         error = reply.get("load_error")
-        if error is None:
-            return None
-        if not isinstance(error, dict) or not isinstance(error.get("message"), str):
+        found = None if error is None else LoadError.from_reply(error)
+        if error is not None and found is None:
             self._lose_worker("broke the wire protocol")
             return LoadError("crash", "The worker sent a malformed reply while loading.")
-        line = error.get("line") if type(error.get("line")) is int else None
-        return LoadError(str(error.get("kind")), error["message"], line, str(error.get("detail")))
+        return found
 
     def _ensure_worker(self) -> None:
         if self._worker is not None:
@@ -161,7 +145,7 @@ class StudentProxy:
             self._lose_worker("the submission failed to load again")
             raise StudentLoadError(error, filename=self.filename)
 
-    def _lose_worker(self, reason: str | None, wait_s: float = WAITS.exit_after_eof_s) -> str:
+    def _lose_worker(self, reason: str | None) -> str:
         """Kill (reason given) or reap (it is exiting: wait up to `wait_s`) the worker;
         describe its end."""
         worker, self._worker, self._channel = self._worker, None, None
@@ -169,11 +153,11 @@ class StudentProxy:
         if worker is None:
             return "no worker"
         if reason is None:
-            deadline = time.monotonic() + wait_s
+            deadline = time.monotonic() + WAITS.exit_after_eof_s
             while worker.alive() and time.monotonic() < deadline:
                 time.sleep(0.002)
         worker.kill(reason=reason or "did not exit in time")
-        self._collect_output(worker)
+        self._output.collect(worker)
         self._count_cpu()
         return worker.exit_description()
 
@@ -188,103 +172,9 @@ class StudentProxy:
         self._forget_ahead()
         if worker is None:
             return
-        self._collect_output(worker, settle_s=WAITS.output_settle_s)
+        self._output.collect(worker, settle_s=WAITS.output_settle_s)
         self._count_cpu()
         worker.end_soon("grading finished")
-
-    # -- requests --------------------------------------------------------------------------
-
-    def _request(
-        self, msg: dict, what: str, seconds: float, body: Encoded | None = None
-    ) -> tuple[dict, Frame]:
-        """One request and its reply within `seconds`; student failures become StudentError."""
-        frame_out = self._encode(msg, body)
-        deadline = time.monotonic() + seconds
-        self._send(msg["seq"], frame_out, what, seconds, deadline)
-        return self._receive(msg["seq"], what, seconds, deadline)
-
-    def _send(self, seq: int, frame: Encoded, what: str, seconds: float, deadline: float) -> None:
-        """Send a request once the unread replies leave it room (see forecast.AHEAD_BYTES)."""
-        while self._unread and self._unread_bytes + frame.nbytes > AHEAD_BYTES:
-            self._read_reply(what, seconds, deadline)
-        self.requests += 1
-        try:
-            self._channel.send_frame(frame, deadline)
-        except WireError as exc:
-            raise self._wire_failure(exc, what, seconds) from None
-        self._unread.append((seq, frame.nbytes))
-        self._unread_bytes += frame.nbytes
-
-    def _receive(self, seq: int, what: str, seconds: float, deadline: float) -> tuple[dict, Frame]:
-        """The reply to request `seq`; replies to earlier requests are read and kept."""
-        while seq not in self._stash:
-            self._read_reply(what, seconds, deadline)
-        reply, frame = self._stash.pop(seq)
-        if not reply["ok"]:
-            raise self._student_error(reply.get("error"))
-        return reply, frame
-
-    def _read_reply(self, what: str, seconds: float, deadline: float) -> None:
-        """Read the reply to the oldest request not yet answered, into the stash."""
-        try:
-            frame = self._channel.recv(deadline)
-        except WireError as exc:
-            raise self._wire_failure(exc, what, seconds) from None
-        reply = frame.value
-        if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
-            raise self._protocol_error("the worker sent a malformed reply")
-        if isinstance(reply.get("cpu_s"), float):
-            self._cpu_s = reply["cpu_s"]
-        if not self._unread or reply.get("seq") != self._unread[0][0]:
-            raise self._protocol_error("the worker's reply answers another request")
-        seq, nbytes = self._unread.popleft()
-        self._unread_bytes -= nbytes
-        self._stash[seq] = (reply, frame)
-
-    def _encode(self, msg: dict, body: Encoded | None = None) -> Encoded:
-        """Number the request and let it carry the graphs to release; `body`, the rest of
-        the request (a call's), is encoded already."""
-        msg["release"], self._released = self._released, []
-        self._seq += 1
-        msg["seq"] = self._seq
-        try:
-            if body is not None:
-                return with_fields(body, msg, self._channel.limits)
-            return encode(msg, self._channel.limits)
-        except WireError:  # a value the wire refuses: the calling test's bug, not the student's
-            self._released.extend(msg["release"])
-            raise
-
-    def _wire_failure(self, exc: WireError, what: str, seconds: float) -> StudentError:
-        """What a failed send or receive means for the student; the worker is stopped."""
-        if isinstance(exc, WireClosed):
-            description = self._lose_worker(None)
-            return StudentCrash(
-                f"the worker died during {what}: {description}",
-                description=description,
-                filename=self.filename,
-            )
-        if isinstance(exc, WireTimeout):
-            self._lose_worker(f"wall-clock limit of {seconds:g} s per call")
-            return StudentTimeout(f"{what} did not finish within {seconds:g} s")
-        return self._protocol_error(f"the worker sent a malformed message: {exc}")
-
-    def _protocol_error(self, message: str) -> StudentCrash:
-        """The worker broke the protocol (student code wrote to its channel?): stop it."""
-        self._lose_worker("broke the wire protocol")
-        return StudentCrash(message, filename=self.filename)
-
-    def _student_error(self, error: object) -> StudentError:
-        if not isinstance(error, dict) or not isinstance(error.get("type_name"), str):
-            return self._protocol_error("the worker sent a malformed error reply")
-        line = error.get("line") if type(error.get("line")) is int else None
-        return StudentError(
-            error["type_name"],
-            str(error.get("message", "")),
-            student_traceback=str(error.get("traceback", "")),
-            line=line,
-            filename=self.filename,
-        )
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -313,82 +203,20 @@ class StudentProxy:
         body = {"op": Op.CALL, "name": name, "args": list(args), "kwargs": kwargs}
         body["grad"] = torch.is_grad_enabled()
         encoded = encode(body, self.limits.wire())  # a WireError is the calling test's bug
-        call = ForecastCall.of(encoded)
-        ahead = self._take_ahead(call.key)
+        ahead = self.ahead.take(ForecastCall.of(encoded))
         if ahead is not None:
-            self.script.record(self._forecast.calls[self._next - 1])
             seq, call_id = ahead
             reply, _ = self._timed(name, name, None, seq)
             self._send_ahead()
         else:
-            self.script.record(call)
+            if self.ahead.forecast is not None:
+                self._drop_ahead()
             if self._timeouts.get(name, 0) < TIMEOUTS_BEFORE_NOT_RUN:
                 self._ensure_worker()
             self._next_id += 1
             call_id = self._next_id
             reply, _ = self._timed(name, name, {"id": call_id}, body=encoded)
         return self._finish_call(name, call_id, reply, encoded.originals)
-
-    # -- calls sent ahead (forecast.py) ----------------------------------------------------
-
-    def _send_ahead(self) -> None:
-        """Send the forecast's next calls, up to AHEAD_CALLS not yet asked for and about
-        AHEAD_BYTES of requests not yet answered."""
-        forecast = self._forecast
-        while forecast is not None and self._worker is not None:
-            index = self._next + len(self._ahead)
-            if index >= len(forecast.calls) or len(self._ahead) >= AHEAD_CALLS:
-                return
-            call = forecast.calls[index]
-            if self._unread and self._unread_bytes + len(call.key) > AHEAD_BYTES:
-                return
-            self._next_id += 1
-            msg = {"id": self._next_id}
-            frame = self._encode(msg, call.body())
-            try:  # it fits the socket's buffers: sending never waits for the worker
-                self._channel.send_frame(frame, time.monotonic() + WAITS.send_ahead_s)
-            except WireError:  # a dead worker: the next request meets it and says so
-                self._forecast = None
-                return
-            self.requests += 1
-            self._unread.append((msg["seq"], frame.nbytes))
-            self._unread_bytes += frame.nbytes
-            self._ahead.append((msg["seq"], msg["id"]))
-            self.calls_sent_ahead += 1
-
-    def _take_ahead(self, key: bytes) -> tuple[int, int] | None:
-        """(seq, call id) of the call sent ahead that equals this one; else None, and the
-        forecast is dropped."""
-        if self._forecast is None:
-            return None
-        if self._ahead and self._forecast.calls[self._next].key == key:
-            self._next += 1
-            self.calls_answered_ahead += 1
-            return self._ahead.popleft()
-        self._drop_forecast()
-        return None
-
-    def _drop_forecast(self) -> None:
-        """No more calls ahead: read the replies still coming, then release their graphs.
-        A worker slower than WAITS.forecast_drop_s is stopped; the next call starts another."""
-        self._forecast = None
-        pending, generation = list(self._ahead), self._generation
-        self._ahead.clear()
-        deadline = time.monotonic() + WAITS.forecast_drop_s
-        with contextlib.suppress(StudentError):  # the worker was stopped (_wire_failure)
-            for seq, call_id in pending:
-                while seq not in self._stash:
-                    self._read_reply("calls sent ahead", WAITS.forecast_drop_s, deadline)
-                self._stash.pop(seq)
-                self._release(call_id, generation)
-
-    def _forget_ahead(self) -> None:
-        """The worker is gone, and with it every request not yet answered."""
-        self._forecast = None
-        self._ahead.clear()
-        self._unread.clear()
-        self._unread_bytes = 0
-        self._stash.clear()
 
     def _finish_call(self, name: str, call_id: int, reply: dict, originals: list) -> object:
         """The call's result for the judge: mutations mirrored, gradients wired."""
@@ -431,30 +259,15 @@ class StudentProxy:
         except remote_autograd.ProtocolError as exc:
             raise self._protocol_error(str(exc)) from None
 
-    def _release(self, call_id: int, generation: int) -> None:
-        """Called by the GC: no I/O here; the id rides along with the next request."""
-        if generation == self._generation:
-            self._released.append(call_id)
-
-    # -- output ----------------------------------------------------------------------------
-
-    def _collect_output(self, worker, settle_s: float = 0.0) -> None:
-        text, truncated = worker.take_output(settle_s)
-        room = max(self.limits.output_bytes - self._output_chars, 0)
-        self._truncated |= truncated or len(text) > room
-        if text[:room]:
-            self._output.append(text[:room])
-            self._output_chars += len(text[:room])
-
     def output(self) -> tuple[str, bool]:
         """All output the student's code printed so far (every worker), and if it was cut.
 
-        Complete once `close()` has run: while a worker lives, the launcher's drain threads
+        Complete once `close()` has run: while a worker lives, the spawner's drain threads
         may not yet have read what its last call printed.
         """
         if self._worker is not None:
-            self._collect_output(self._worker)
-        return "".join(self._output), self._truncated
+            self._output.collect(self._worker)
+        return self._output.text()
 
 
 class _RemoteFunction:

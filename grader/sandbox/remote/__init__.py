@@ -28,7 +28,7 @@ from grader.sandbox.remote.forecast import (
     Forecasts,
 )
 from grader.sandbox.remote.proxy import StudentProxy, open_student
-from grader.sandbox.worker.calls import Graph, prepare_inputs, run_call, tensor_bytes
+from grader.sandbox.worker.calls import Graph, graph_of, prepare_inputs, run_call, tensor_bytes
 from grader.sandbox.worker.codec import Frame, TensorSpec, replace_tensors, tensors_in
 from grader.sandbox.worker.wire import DTYPES, Channel, Encoded, WireLimits, encode, with_fields
 
@@ -53,6 +53,7 @@ __all__ = [
     "attach",
     "check_grads",
     "encode",
+    "graph_of",
     "mirror_mutations",
     "open_student",
     "prepare_inputs",

@@ -35,16 +35,29 @@ from grader.sandbox.errors import (
     StudentTimeout,
 )
 from grader.sandbox.handle import WorkerHandle, describe_signal
-from grader.sandbox.isolation import IsolationError, IsolationInfo, Level, detect_isolation
+from grader.sandbox.isolation import (
+    LEVEL_ENV,
+    IsolationError,
+    IsolationInfo,
+    Level,
+    detect_isolation,
+    probe,
+    python_binds,
+    read_only_view,
+    running_as_root,
+)
 from grader.sandbox.output import OutputCapture
 from grader.sandbox.pool import WorkerPool
 from grader.sandbox.spawn import WORKER_DIR, WORKER_SCRIPT, spawn_worker
-from grader.sandbox.uids import pids_of
+from grader.sandbox.uids import UID_LOCK_DIR, lock_uid, pids_of
+from grader.sandbox.uids import slots as uid_slots
 from grader.sandbox.worker.contract import (
     GIB,
+    INSIDE_UID,
     KIB,
     MIB,
     WAITS,
+    WORKDIR,
     Limits,
     LimitsError,
     WireClosed,
@@ -55,11 +68,15 @@ from grader.sandbox.zygote_client import ZygoteClient, ZygoteError, zygote_possi
 
 __all__ = [
     "GIB",
+    "INSIDE_UID",
     "KIB",
+    "LEVEL_ENV",
     "MIB",
     "REQUIRE_ENV",
+    "UID_LOCK_DIR",
     "WAITS",
     "WEAK_WARNING",
+    "WORKDIR",
     "WORKER_DIR",
     "WORKER_SCRIPT",
     "IsolationError",
@@ -86,7 +103,13 @@ __all__ = [
     "describe_signal",
     "detect_isolation",
     "doctor_report",
+    "lock_uid",
     "pids_of",
+    "probe",
+    "python_binds",
+    "read_only_view",
+    "running_as_root",
     "spawn_worker",
+    "uid_slots",
     "zygote_possible",
 ]

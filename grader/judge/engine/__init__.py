@@ -20,8 +20,6 @@ from grader.judge.engine.pytest_private import PRIVATE_NAMES
 from grader.judge.engine.recording import RecordedCall, RecordingStudent, source_signature
 from grader.judge.engine.reference_memo import (
     DOUBLE_BACKWARD,
-    MEMO_BYTES,
-    MEMO_CALLS,
     READ_ONLY,
     RememberedReference,
 )
@@ -37,8 +35,6 @@ from grader.judge.engine.verdicts import (
 __all__ = [
     "DOUBLE_BACKWARD",
     "GRADER_FAULT",
-    "MEMO_BYTES",
-    "MEMO_CALLS",
     "PRIVATE_NAMES",
     "READ_ONLY",
     "GraderFault",

@@ -136,9 +136,11 @@ def _keyable(value: object) -> bool:
 
 
 class Memo:
-    """Remembered calls, least recently used first, within MEMO_CALLS and MEMO_BYTES."""
+    """Remembered calls, least recently used first, within `max_calls` calls and `max_bytes`
+    bytes of arguments (MEMO_CALLS and MEMO_BYTES unless set)."""
 
     def __init__(self) -> None:
+        self.max_calls, self.max_bytes = MEMO_CALLS, MEMO_BYTES
         self._calls: OrderedDict[tuple, tuple[Remembered | object, int]] = OrderedDict()
         self._bytes = 0  # of the remembered calls' arguments
 
@@ -159,7 +161,7 @@ class Memo:
     def put(self, key: tuple, entry: Remembered | object, nbytes: int) -> None:
         self._calls[key] = (entry, nbytes)
         self._bytes += nbytes
-        while len(self._calls) > MEMO_CALLS or self._bytes > MEMO_BYTES:
+        while len(self._calls) > self.max_calls or self._bytes > self.max_bytes:
             _, (_, dropped) = self._calls.popitem(last=False)
             self._bytes -= dropped
 

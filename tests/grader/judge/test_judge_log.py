@@ -8,8 +8,7 @@ import time
 
 import pytest
 
-from grader.judge import Grader
-from grader.judge.stderr_relay import StderrRelay
+from grader.judge import Grader, StderrRelay
 from grader.sandbox import Limits
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from grader.sandbox import remote_autograd
-from grader.sandbox.remote_autograd import ProtocolError, attach, check_grads, mirror_mutations
+from grader.sandbox.remote import ProtocolError, attach, check_grads, mirror_mutations
 
 
 class FakeWorker:

@@ -17,8 +17,14 @@ import time
 
 import pytest
 
-from grader.sandbox import StudentCrash, WorkerPool, open_student
-from grader.sandbox.zygote_client import ZygoteClient, ZygoteError, zygote_possible
+from grader.sandbox import (
+    StudentCrash,
+    WorkerPool,
+    ZygoteClient,
+    ZygoteError,
+    open_student,
+    zygote_possible,
+)
 
 pytestmark = [
     pytest.mark.sandbox,

@@ -23,27 +23,3 @@ from grader.judge.link import GradingRequest, LinkClosed
 from grader.judge.registry import Tier, TierRegistryError, load_tiers, parse_tier_list, runs
 from grader.judge.stats import COUNTERS, GradingStats
 from grader.judge.stderr_relay import StderrRelay
-
-__all__ = [
-    "COUNTERS",
-    "MODES",
-    "Grader",
-    "GradingRequest",
-    "GradingStats",
-    "JudgeClient",
-    "JudgeFailed",
-    "JudgeTimeout",
-    "LinkClosed",
-    "ProgressBar",
-    "StderrRelay",
-    "Tier",
-    "TierRegistryError",
-    "failed_report",
-    "grade",
-    "grade_files",
-    "grader_error",
-    "grading_timeout",
-    "load_tiers",
-    "parse_tier_list",
-    "runs",
-]

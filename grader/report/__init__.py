@@ -14,18 +14,3 @@ from grader.report.model import (
     Timings,
     score_text,
 )
-
-__all__ = [
-    "REPORT_VERSION",
-    "Artifacts",
-    "GraderError",
-    "Plot",
-    "Report",
-    "SubmissionError",
-    "Table",
-    "TableRow",
-    "TestResult",
-    "TierResult",
-    "Timings",
-    "score_text",
-]

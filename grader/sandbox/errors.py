@@ -20,15 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = [
-    "LoadError",
-    "SandboxError",
-    "StudentCrash",
-    "StudentError",
-    "StudentLoadError",
-    "StudentTimeout",
-]
-
 
 @dataclass(frozen=True)
 class LoadError:

@@ -31,24 +31,3 @@ from grader.judge.engine.verdicts import (
     TestVerdict,
     judge_exception,
 )
-
-__all__ = [
-    "DOUBLE_BACKWARD",
-    "GRADER_FAULT",
-    "PRIVATE_NAMES",
-    "READ_ONLY",
-    "GraderFault",
-    "Judge",
-    "RecordedCall",
-    "RecordingStudent",
-    "RememberedReference",
-    "SubmissionNotLoaded",
-    "TestLedger",
-    "TestRecord",
-    "TestVerdict",
-    "TierCode",
-    "inventory",
-    "judge_exception",
-    "source_signature",
-    "tier_results",
-]

@@ -16,6 +16,7 @@ from grader.sandbox.remote.autograd import (
     ProtocolError,
     all_ones,
     attach,
+    caller_device,
     check_grads,
     mirror_mutations,
 )
@@ -29,37 +30,15 @@ from grader.sandbox.remote.forecast import (
 )
 from grader.sandbox.remote.proxy import StudentProxy, open_student
 from grader.sandbox.worker.calls import Graph, graph_of, prepare_inputs, run_call, tensor_bytes
-from grader.sandbox.worker.codec import Frame, TensorSpec, replace_tensors, tensors_in
-from grader.sandbox.worker.wire import DTYPES, Channel, Encoded, WireLimits, encode, with_fields
-
-__all__ = [
-    "AHEAD_BYTES",
-    "AHEAD_CALLS",
-    "DOUBLE_BACKWARD",
-    "DTYPES",
-    "CallsAhead",
-    "Channel",
-    "Encoded",
-    "Forecast",
-    "ForecastCall",
-    "Forecasts",
-    "Frame",
-    "Graph",
-    "ProtocolError",
-    "StudentProxy",
-    "TensorSpec",
-    "WireLimits",
-    "all_ones",
-    "attach",
-    "check_grads",
-    "encode",
-    "graph_of",
-    "mirror_mutations",
-    "open_student",
-    "prepare_inputs",
-    "replace_tensors",
-    "run_call",
-    "tensor_bytes",
-    "tensors_in",
-    "with_fields",
-]
+from grader.sandbox.worker.codec import (
+    DTYPES,
+    Encoded,
+    Frame,
+    TensorSpec,
+    encode,
+    replace_tensors,
+    tensors_in,
+    with_fields,
+)
+from grader.sandbox.worker.contract import WireLimits
+from grader.sandbox.worker.wire import Channel

@@ -16,17 +16,9 @@ import time
 
 from grader.sandbox.errors import StudentCrash, StudentError, StudentTimeout
 from grader.sandbox.remote.forecast import AHEAD_BYTES, CallsAhead, ForecastCall
-from grader.sandbox.worker.contract import WAITS
-from grader.sandbox.worker.wire import (
-    Channel,
-    Encoded,
-    Frame,
-    WireClosed,
-    WireError,
-    WireTimeout,
-    encode,
-    with_fields,
-)
+from grader.sandbox.worker.codec import Encoded, Frame, encode, with_fields
+from grader.sandbox.worker.contract import WAITS, WireClosed, WireError, WireTimeout
+from grader.sandbox.worker.wire import Channel
 
 
 class Pipeline:

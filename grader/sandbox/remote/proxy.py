@@ -41,14 +41,9 @@ from grader.sandbox.remote import autograd as remote_autograd
 from grader.sandbox.remote.forecast import CallsAhead, Forecast, ForecastCall
 from grader.sandbox.remote.pipeline import Pipeline
 from grader.sandbox.spawn import spawn_worker
-from grader.sandbox.worker.contract import WAITS, Limits, Op
-from grader.sandbox.worker.wire import (
-    Channel,
-    Encoded,
-    Frame,
-    WireError,
-    encode,
-)
+from grader.sandbox.worker.codec import Encoded, Frame, encode
+from grader.sandbox.worker.contract import WAITS, Limits, Op, WireError
+from grader.sandbox.worker.wire import Channel
 
 MAX_RESTARTS = 20  # a submission that crashes on every call stops being restarted
 TIMEOUTS_BEFORE_NOT_RUN = 2  # a function that timed out this often is not called again

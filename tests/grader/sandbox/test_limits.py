@@ -10,15 +10,8 @@ import signal
 
 import pytest
 
-from grader.sandbox import (
-    GIB,
-    MIB,
-    Limits,
-    LimitsError,
-    StudentCrash,
-    describe_signal,
-    open_student,
-)
+from grader.sandbox import GIB, MIB, Limits, LimitsError, StudentCrash, describe_signal
+from grader.sandbox.remote import open_student
 
 pytestmark = pytest.mark.usefixtures("time_guard")
 

@@ -22,8 +22,8 @@ from grader.sandbox import (
     StudentLoadError,
     StudentTimeout,
     WorkerPool,
-    open_student,
 )
+from grader.sandbox.remote import open_student
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("time_guard")]
 GUARD_S = 90  # per test: a worker start can take 20 s on a busy machine, a call 4 s

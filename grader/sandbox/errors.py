@@ -86,10 +86,6 @@ class StudentError(Exception):
         head = f"{self.type_name}: {self.message}" if self.message else self.type_name
         return f"{head} ({self.filename}, line {self.line})" if self.line else head
 
-    def __reduce__(self):
-        """Picklable despite keyword-only fields (a judge may ship results across processes)."""
-        return _rebuild, (type(self), self.__dict__.copy(), str(self))
-
 
 class StudentTimeout(StudentError):
     """A call (or its backward) ran past its wall-clock limit; the worker was killed."""
@@ -137,10 +133,3 @@ class SandboxError(Exception):
 
     This is the grader's fault or the host's, never the student's: report a grader error.
     """
-
-
-def _rebuild(cls: type, state: dict, text: str) -> StudentError:
-    error = cls.__new__(cls)
-    Exception.__init__(error, text)
-    error.__dict__.update(state)
-    return error

@@ -80,8 +80,7 @@ class StudentProxy(Pipeline):
 
     @property
     def worker(self):
-        """The WorkerHandle serving now (None between workers): for diagnostics and the
-        sandbox's own tests, which check what a worker left behind."""
+        """The WorkerHandle serving now (None between workers): which worker, how isolated."""
         return self._worker
 
     # -- worker lifecycle ------------------------------------------------------------------

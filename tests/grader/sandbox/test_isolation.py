@@ -266,7 +266,8 @@ def test_an_installed_but_blocked_bwrap_points_to_the_container_flags(monkeypatc
         with pytest.raises(IsolationError, match="in a container, run it with the flags in docs"):
             check_required(info)
     finally:
-        detect_isolation(refresh=True)  # the next test probes this host's real bwrap again
+        monkeypatch.undo()  # the real PATH, then the real probe, for the tests that follow
+        detect_isolation(refresh=True)
     assert info.level < Level.BWRAP
     hint = next(line for line in text.splitlines() if line.startswith("HINT: "))
     assert "bwrap probe exited 1: bwrap: Can't mount proc on /newroot/proc" in hint

@@ -20,7 +20,7 @@ from grader.judge.link import GradingRequest, LinkClosed, receive, send
 from grader.judge.stats import GradingStats
 from grader.judge.stderr_relay import StderrRelay
 from grader.report import Report
-from grader.sandbox.worker.contract import WAITS, Limits
+from grader.sandbox import WAITS, Limits
 
 
 class JudgeFailed(RuntimeError):

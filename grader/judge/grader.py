@@ -31,7 +31,7 @@ from grader.judge.failures import failed_report, grader_error, grading_timeout
 from grader.judge.link import GradingRequest
 from grader.judge.stats import GradingStats
 from grader.report import Report
-from grader.sandbox.worker.contract import WAITS, Limits
+from grader.sandbox import WAITS, Limits
 
 MODES = ("run", "submit")
 

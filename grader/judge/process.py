@@ -21,8 +21,7 @@ from multiprocessing.connection import Connection
 
 from grader.exercise import catalog
 from grader.judge.link import GradingRequest, LinkClosed, receive, send
-from grader.sandbox import Limits, WorkerPool
-from grader.sandbox.worker.contract import WAITS
+from grader.sandbox import WAITS, Limits, WorkerPool
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:

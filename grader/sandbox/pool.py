@@ -62,7 +62,7 @@ class WorkerPool:
         self._closed = False
         self.last_error: BaseException | None = None  # why the last background start failed
         self._cond = threading.Condition()
-        self._filler = threading.Thread(target=self._fill, name="gspo-worker-pool", daemon=True)
+        self._filler = threading.Thread(target=self._fill, name="gspo-pool-filler", daemon=True)
         self._filler.start()
 
     def acquire(self) -> WorkerHandle:

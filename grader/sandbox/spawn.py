@@ -40,7 +40,7 @@ WORKER_DIR = Path(__file__).resolve().parent / "worker"
 WORKER_SCRIPT = "main.py"
 
 # One long-lived thread performs every spawn (see the module docstring): an executor's
-# worker thread never exits while the judge runs.
+# thread never exits while the judge runs.
 _spawner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gspo-sandbox-spawner")
 
 

@@ -6,7 +6,7 @@
                                       # output gradient is asked of the worker
 
 Each call sends its arguments over the data-only wire, waits at most
-Limits.call_wall_seconds, and rebuilds the result here (see remote_autograd.py). A call that
+Limits.call_wall_seconds, and rebuilds the result here (see autograd.py). A call that
 times out or finds the worker dead raises StudentTimeout / StudentCrash, and the next call
 starts a fresh worker and loads the source again: one crash fails one test, not the report.
 
@@ -14,9 +14,8 @@ A function that timed out gets Limits.retry_wall_seconds for its later calls; on
 timed out twice, its remaining calls in this grading fail at once ("not run"), so code that
 never returns is judged in seconds, not after every test has waited out its own limit.
 
-Given a forecast (the calls of an earlier grading of the same tests, see forecast.py), the
-proxy sends the forecast's next calls ahead (`.ahead`) and answers a call that equals the
-forecast's next one from the reply already on the way; replies are read in request order.
+Requests are pipelined (pipeline.py): given a forecast, the calls of an earlier grading of
+the same tests, the proxy sends its next calls ahead (`.ahead`, forecast.py).
 """
 
 from __future__ import annotations
@@ -140,8 +139,7 @@ class StudentProxy(Pipeline):
             raise StudentLoadError(error, filename=self.filename)
 
     def _lose_worker(self, reason: str | None) -> str:
-        """Kill (reason given) or reap (it is exiting: wait up to `wait_s`) the worker;
-        describe its end."""
+        """Kill (reason given) or reap (it is exiting) the worker; describe its end."""
         worker, self._worker, self._channel = self._worker, None, None
         self._forget_ahead()
         if worker is None:

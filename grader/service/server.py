@@ -19,7 +19,7 @@ import uvicorn
 
 from grader.exercise import catalog
 from grader.judge.registry import load_tiers
-from grader.sandbox.isolation import check_required, detect_isolation
+from grader.sandbox import check_required, detect_isolation
 from grader.service.app import create_app
 from grader.service.database import check_schema, open_engine
 from grader.service.settings import Settings, load_settings

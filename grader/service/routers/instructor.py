@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
 from fastapi.responses import Response
 
-from grader.report.gradebook import class_gradebook_csv
+from grader.report import class_gradebook_csv
 from grader.service.deps import Instructor, bearer_token, get_service, is_id, require_instructor
 from grader.service.lti.credentials import Session
 from grader.service.lti.routes import lti_session

@@ -131,11 +131,11 @@ def credit_for(schedule: Schedule | None, accepted_at: datetime) -> Credit:
     return Credit(0.0, False)
 
 
-def credited(score: float | None, max_score: float | None, credit: Credit) -> float | None:
+def credited(score: float | None, max_score: float | None, percent: float) -> float | None:
     """min(credit, raw score), the credit being a percentage of the maximum score."""
     if score is None or max_score is None:
         return None
-    return min(score, max_score * credit.percent / 100.0)
+    return min(score, max_score * percent / 100.0)
 
 
 def course_score(credited_scores: list[float], policy: str) -> float | None:

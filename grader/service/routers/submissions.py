@@ -12,6 +12,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request
 
+from grader.service.credits import credited_rows
 from grader.service.deps import Service, StudentKey, is_id, is_instructor, key_matches
 from grader.service.schemas import GradingList, SubmissionItem, SubmissionList, SubmissionView
 from grader.service.state import ServiceState
@@ -35,7 +36,8 @@ async def list_submissions(
     if not key_matches(x_student_key, key_hash):
         raise HTTPException(403, f"The student key for {student!r} is missing or wrong.")
     found = await asyncio.to_thread(service.store.list_submissions, student, exercise)
-    items = [SubmissionItem.model_validate(s, from_attributes=True) for s in found]
+    rows = await asyncio.to_thread(credited_rows, service.store, found)
+    items = [SubmissionItem.model_validate(row) for row in rows]
     return SubmissionList(student=student, submissions=items)
 
 

@@ -22,7 +22,16 @@ from grader.service.body_limit import BodyLimit
 from grader.service.lti import api as lti_api
 from grader.service.lti import routes as lti_routes
 from grader.service.lti.service import LtiService
-from grader.service.routers import exercises, grade, health, instructor, reports, runs, submissions
+from grader.service.routers import (
+    course,
+    exercises,
+    grade,
+    health,
+    instructor,
+    reports,
+    runs,
+    submissions,
+)
 from grader.service.state import ServiceState
 from grader.settings import Settings, load_settings
 from grader.store import DatabaseError
@@ -69,7 +78,7 @@ def create_app(settings: Settings | None = None, grader=None) -> FastAPI:
     for error in DATABASE_ERRORS:
         app.add_exception_handler(error, database_unavailable)
     app.add_exception_handler(Exception, internal_error)
-    routers = (exercises, grade, runs, submissions, reports, instructor, health)
+    routers = (exercises, grade, runs, submissions, reports, instructor, course, health)
     for module in (*routers, lti_routes, lti_api):
         app.include_router(module.router)
     mount_web(app, settings)

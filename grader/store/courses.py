@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Connection, and_, insert, select, update
 
@@ -95,8 +95,9 @@ class Courses:
         quota = Quota(row.quota_submits, row.quota_per_seconds) if row.quota_submits else None
         return Term(course, exercise, schedule, quota, row.suggested_due_at, extensions)
 
-    def set_term(self, course: str, exercise: str, **values) -> None:
+    def set_term(self, course: str, exercise: str, values: dict) -> None:
         """Write a term's columns (schedule: a Schedule; quota: a Quota or None)."""
+        values = dict(values)
         if "schedule" in values:
             values["schedule_json"] = json.dumps(schedule_dict(values.pop("schedule")))
         if "quota" in values:
@@ -121,10 +122,8 @@ class Courses:
             row = {"course": course, "exercise": exercise, "student": student}
             c.execute(insert(course_extensions).values(**row, due_at=due_at.isoformat()))
 
-    @staticmethod
-    def _check_quota(c: Connection, submission: Submission) -> None:
-        """QuotaUsed when the student's counted Submits fill the course's quota (an
-        ungradable grading never counts)."""
+    def _check_quota(self, c: Connection, submission: Submission) -> None:
+        """QuotaUsed when the student's counted Submits fill the course's quota."""
         found = c.execute(
             select(course_terms.c.quota_submits, course_terms.c.quota_per_seconds).where(
                 _key(submission.course, submission.exercise)
@@ -132,23 +131,28 @@ class Courses:
         ).first()
         if found is None or not found.quota_submits:
             return
-        s, g = submissions.c, gradings.c
-        times = c.scalars(
-            select(s.accepted_at)
-            .select_from(submissions.join(gradings))
-            .where(
-                s.student == submission.student,
-                s.kind == "submit",
-                s.course == submission.course,
-                s.exercise == submission.exercise,
-                g.current,
-                g.status != "ungradable",
-            )
-        ).all()
-        accepted = [datetime.fromisoformat(t) for t in times]
-        frees = quota_frees_at(accepted, Quota(*found), datetime.now(UTC))
+        quota = Quota(*found)
+        sent = (submission.course, submission.exercise, submission.student)
+        frees = quota_frees_at(self.quota_times(*sent, quota, c), quota, datetime.now(UTC))
         if frees is not None:
             raise QuotaUsed(frees)
+
+    def quota_times(self, course, exercise, student, quota: Quota, c=None) -> list[datetime]:
+        """When the student's Submits inside the quota's window were accepted (an
+        ungradable grading, the grader's fault, never counts)."""
+        s, g = submissions.c, gradings.c
+        since = (datetime.now(UTC) - timedelta(seconds=quota.per_seconds)).isoformat()
+        query = (
+            select(s.accepted_at)
+            .select_from(submissions.join(gradings))
+            .where(s.student == student, s.kind == "submit", s.course == course)
+            .where(s.exercise == exercise, s.accepted_at > since)
+            .where(g.current, g.status != "ungradable")
+        )
+        if c is not None:
+            return [datetime.fromisoformat(t) for t in c.scalars(query)]
+        with self.engine.connect() as c:
+            return [datetime.fromisoformat(t) for t in c.scalars(query)]
 
     # ---- regrades ------------------------------------------------------------------------
     def submits_of(self, course: str, exercise: str) -> list[GradedSubmission]:

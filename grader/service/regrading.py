@@ -70,9 +70,7 @@ def apply(store: Store, preview_id: str) -> dict:
     """Make the preview's gradings current; the students whose course score changed."""
     regrade = _found(store, preview_id)
     if regrade.state != "preview":
-        raise TermError(
-            f"preview {preview_id} was {regrade.state.replace('_', ' ')} already; nothing changed"
-        )
+        raise TermError(f"preview {preview_id} was {regrade.state.replace('_', ' ')} already")
     shown = preview(store, preview_id)
     if shown["status"] != "ready":
         raise TermError(
@@ -93,9 +91,7 @@ def rollback(store: Store, course: str, exercise: str) -> dict:
     """Restore the gradings the last applied regrade replaced."""
     preview_id = store.last_applied(course, exercise)
     if preview_id is None:
-        raise TermError(
-            f"no applied regrade of {exercise!r} in course {course!r} to roll back; nothing changed"
-        )
+        raise TermError(f"no applied regrade of {exercise!r} in course {course!r} to roll back")
     regrade = _found(store, preview_id)
     old, new, sent = _gradings(store, regrade)
     now_current = _kept(old, new)

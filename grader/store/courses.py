@@ -215,9 +215,7 @@ class Courses:
                 .values(state=state, applied_at=now())
             ).rowcount
             if not moved:
-                raise TermError(
-                    f"regrade {preview_id} is no longer a {expected} regrade; nothing changed"
-                )
+                raise TermError(f"regrade {preview_id} is no longer a {expected} regrade")
             for submission_id, grading_id in current.items():
                 g = gradings.c
                 c.execute(

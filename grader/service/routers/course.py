@@ -63,7 +63,7 @@ async def _call(function, *args):
     try:
         return await asyncio.to_thread(function, *args)
     except TermError as error:
-        raise HTTPException(422, str(error)) from None
+        raise HTTPException(422, f"{error}; nothing changed") from None
 
 
 def term_view(store: Store, course: str, exercise: str) -> dict:

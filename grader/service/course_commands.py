@@ -47,7 +47,7 @@ def _common() -> argparse.ArgumentParser:
 
 
 def _late(text: str) -> LateWindow:
-    until, sep, percent = text.rpartition("=")
+    until, _, percent = text.rpartition("=")
     try:
         return LateWindow(at(until), float(percent))
     except ValueError:
@@ -111,7 +111,7 @@ def regrade_command(argv: list[str]) -> int:
             preview_id = regrading.start_preview(store, args.course, args.exercise)
             result = _wait(store, preview_id)
         elif args.apply:
-            result = regrading.apply(store, args.apply)
+            result = regrading.apply_preview(store, args.apply)
         else:
             result = regrading.rollback(store, args.course, args.exercise)
     except TermError as error:

@@ -5,7 +5,7 @@ is sent only the scores that changed, each affected student gets a note); roll b
 
     preview_id = start_preview(store, "default", "gspo")
     preview(store, preview_id)       # {"status": "grading"|"ready", "students", "tests", ...}
-    apply(store, preview_id)         # then rollback(store, "default", "gspo")
+    apply_preview(store, preview_id) # then rollback(store, "default", "gspo")
 
 The CLI (`gspo-grader regrade`) and the instructor API (routers/course.py) call these.
 A grading node killed mid-way loses nothing: each new grading is a grading row, the job.
@@ -66,7 +66,7 @@ def preview(store: Store, preview_id: str) -> dict:
     }
 
 
-def apply(store: Store, preview_id: str) -> dict:
+def apply_preview(store: Store, preview_id: str) -> dict:
     """Make the preview's gradings current; the students whose course score changed."""
     regrade = _found(store, preview_id)
     if regrade.state != "preview":

@@ -127,7 +127,7 @@ async def rollback_regrade(service: Instructor, body: ExerciseCourse) -> dict:
 
 @router.post("/api/instructor/regrades/{preview_id}/apply")
 async def apply_regrade(service: Instructor, preview_id: str) -> dict:
-    return await _call(regrading.apply, service.store, preview_id)
+    return await _call(regrading.apply_preview, service.store, preview_id)
 
 
 @router.get("/api/term")

@@ -227,3 +227,40 @@ def test_regrade_preview_apply_and_rollback(make_client):
     assert restored["score"] == 20.0 and "rolled back" in restored["note"]
     gradings = client.get(f"/api/submissions/{ids['ada']}/gradings", headers=AUTH).json()
     assert [g["score"] for g in gradings["gradings"]] == [20.0, 10.0]  # both kept
+
+
+def test_quota_and_a_regrade_on_each_database_with_a_node_lost_mid_way(database_url):
+    from grader.service.regrading import apply_preview, preview, start_preview
+    from grader.store import Admission, GradingResult, QuotaUsed, Submission, open_store
+    from grader.term import Quota
+
+    store = open_store(database_url, migrate=True)
+    store.create_student("ada", "hash-a")
+    roomy = Admission(capacity=10, run_capacity=10, submits_per_student=10)
+    store.set_term("lti:7", "gspo", {"quota": Quota(1, 3600)})
+
+    def admit(n: int) -> str:
+        sent = Submission(f"{n:032x}", "submit", "ada", "ada", "gspo", "x", iso(0), "lti:7")
+        store.admit(sent, f"{n + 100:032x}", roomy)
+        return f"{n + 100:032x}"
+
+    store.claim("node-a")
+    store.finish(admit(1), GradingResult("{}"))  # ungradable: not counted
+    done = admit(2)
+    store.claim("node-a")
+    store.finish(done, GradingResult('{"tiers": []}', 8.0, 20.0, False))
+    with pytest.raises(QuotaUsed):
+        admit(3)
+    preview_id = start_preview(store, "lti:7", "gspo")
+    job = store.claim("node-a")
+    assert store.requeue(job.grading_id, "node-a")  # its node died: queued again, not lost
+    again = store.claim("node-b")
+    assert again.grading_id == job.grading_id and again.attempts == 2
+    assert store.get(f"{2:032x}").grading.score == 8.0  # nothing visible changed yet
+    store.finish(again.grading_id, GradingResult('{"tiers": []}', 12.0, 20.0, False))
+    assert preview(store, preview_id)["students"] == [
+        {"student": "ada", "old_score": 8.0, "new_score": 12.0}
+    ]
+    assert apply_preview(store, preview_id)["changed"] == ["ada"]
+    assert store.get(f"{2:032x}").grading.score == 12.0
+    store.close()

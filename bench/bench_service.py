@@ -15,7 +15,7 @@ It prints these figures and asserts nothing about time:
   4. and 5. the distributed deployment (bench/distributed.py): what the queue adds to a
      Submit, and throughput with one and two worker processes (skip: --no-distributed);
   6. live Submit p95 with and without a regrade running (bench/regrade_phase.py; only this
-     phase: --regrade-only.
+     phase: --regrade-only).
 """
 
 from __future__ import annotations

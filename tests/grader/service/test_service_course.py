@@ -264,3 +264,25 @@ def test_quota_and_a_regrade_on_each_database_with_a_node_lost_mid_way(database_
     assert apply_preview(store, preview_id)["changed"] == ["ada"]
     assert store.get(f"{2:032x}").grading.score == 12.0
     store.close()
+
+
+def test_the_cli_sets_a_term_and_refuses_bad_input_changing_nothing(tmp_path, capsys):
+    from grader.cli import main
+    from grader.store import open_store
+
+    data = ["--data-dir", str(tmp_path)]
+    due = ["--due", "2026-12-04T23:59+00:00"]
+    good = ["course", "schedule", "gspo", *data, *due, "--late", "2026-12-06T23:59+00:00=50"]
+    assert main(good) == 0
+    assert main(["course", "quota", "gspo", *data, "--submits", "3", "--per", "1h"]) == 0
+    backwards = ["course", "schedule", "gspo", *data, *due, "--late", "2026-12-01T00:00+00:00=50"]
+    assert main(backwards) == 2
+    assert main(["course", "extend", "gspo", "nobody", *data, *due]) == 2
+    assert main(["regrade", "nope", *data, "--preview"]) == 2
+    assert main(["regrade", "gspo", *data, "--rollback"]) == 2
+    errors = capsys.readouterr().err
+    assert "late windows must go forwards" in errors and "no student named 'nobody'" in errors
+    assert "no exercise 'nope'" in errors and "no applied regrade of 'gspo'" in errors
+    assert errors.count("nothing changed") == 4
+    term = open_store(f"sqlite:///{tmp_path / 'grader.sqlite3'}").term("default", "gspo")
+    assert term.schedule.late[0].credit_percent == 50.0 and term.quota.per_seconds == 3600

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from grader.service import regrading
 from grader.service.deps import Instructor, Service, StudentKey, key_matches
+from grader.service.views import known_exercise
 from grader.store import Store
 from grader.term import (
     DEFAULT_COURSE,
@@ -67,6 +68,7 @@ async def _call(function, *args):
 
 
 def term_view(store: Store, course: str, exercise: str) -> dict:
+    known_exercise(exercise)  # 422 for an unknown one: nothing is stored for a typo
     term = store.term(course, exercise)
     quota = term.quota
     return {
@@ -87,6 +89,7 @@ async def get_course(service: Instructor, exercise: str, course: Course = DEFAUL
 
 @router.put("/api/instructor/course/schedule")
 async def put_schedule(service: Instructor, body: ScheduleBody) -> dict:
+    known_exercise(body.exercise)
     data = body.model_dump(include={"opens_at", "due_at", "late", "after", "policy"})
     schedule = await _call(schedule_of, data)
     await _call(service.store.set_term, body.course, body.exercise, {"schedule": schedule})
@@ -95,6 +98,7 @@ async def put_schedule(service: Instructor, body: ScheduleBody) -> dict:
 
 @router.put("/api/instructor/course/extension")
 async def put_extension(service: Instructor, body: ExtensionBody) -> dict:
+    known_exercise(body.exercise)
     due = await _call(at, body.due_at)
     await _call(service.store.set_extension, body.course, body.exercise, body.student, due)
     return term_view(service.store, body.course, body.exercise)
@@ -102,6 +106,7 @@ async def put_extension(service: Instructor, body: ExtensionBody) -> dict:
 
 @router.put("/api/instructor/course/quota")
 async def put_quota(service: Instructor, body: QuotaBody) -> dict:
+    known_exercise(body.exercise)
     quota = {"quota": Quota(body.submits, body.per_seconds)}
     await _call(service.store.set_term, body.course, body.exercise, quota)
     return term_view(service.store, body.course, body.exercise)

@@ -20,7 +20,7 @@ from sqlalchemy import update
 
 from grader.exercise import catalog
 from grader.service.deps import new_id
-from grader.service.lti.tables import lti_scores
+from grader.service.lti.rows import lti_scores
 from grader.store import GradingRecord, Regrade, RegradeItem, Store, now
 from grader.term import TermError, course_score, credit_for, credited
 

@@ -15,7 +15,7 @@ from sqlalchemy import insert, select
 
 from grader.exercise import default_exercise
 from grader.report import Report, TestResult, TierResult
-from grader.service.lti.tables import lti_courses, lti_links, lti_platforms, lti_scores, lti_users
+from grader.service.lti.rows import lti_courses, lti_links, lti_platforms, lti_scores, lti_users
 
 pytestmark = pytest.mark.service
 

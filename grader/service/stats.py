@@ -27,11 +27,13 @@ def class_stats(
     exercise: Exercise,
     signatures: Signatures,
     course: str | None = None,
-    policy: str = "latest",
     wait: bool = False,
 ) -> dict:
-    """`wait`: grade the known mistakes now if need be (the CLI); else they are graded in
-    the background and `labels_ready` is false meanwhile."""
+    """Each student's counted submission is their latest graded Submit, or their best where
+    the course's schedule says so. `wait`: grade the known mistakes now if need be (the
+    CLI); else they are graded in the background and `labels_ready` is false meanwhile."""
+    schedule = store.term(course, exercise.id).schedule if course is not None else None
+    policy = schedule.policy if schedule is not None else "latest"
     counts = class_counts(store.engine, exercise.id, course, policy)
     found = signatures.get(exercise, wait=wait) if counts.failing else {}
     names = _test_names(counts.latest_report)

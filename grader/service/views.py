@@ -11,9 +11,10 @@ from fastapi import HTTPException
 from grader.exercise import Exercise, catalog, default_exercise
 from grader.mistakes import hint
 from grader.report import Report
+from grader.service.credits import credited_rows
 from grader.service.schemas import GradingItem, RunResponse, SubmissionView
 from grader.service.state import ServiceState
-from grader.store import GradedSubmission, GradingRecord
+from grader.store import GradedSubmission, GradingRecord, SubmissionSummary
 
 
 def known_exercise(exercise_id: str | None) -> Exercise:
@@ -63,6 +64,13 @@ async def view_of(service: ServiceState, graded: GradedSubmission, shown_name: s
     }
     if sent.kind == "run":
         return RunResponse(**fields)
+    summary = SubmissionSummary(
+        sent.submission_id, sent.student, sent.exercise, sent.course, sent.accepted_at,
+        grading.status, grading.passed, grading.score, grading.max_score,
+    )  # fmt: skip
+    rows = await asyncio.to_thread(credited_rows, service.store, [summary])
+    fields |= {k: rows[0][k] for k in ("score", "max_score", "credit", "credited_score")}
+    fields |= {k: rows[0][k] for k in ("counted", "note")}
     said = ""
     if exercise is not None and exercise.mistake_hints and report is not None:
         found = await asyncio.to_thread(service.signatures.get, exercise)

@@ -40,6 +40,18 @@ def verdict_rows(grading_id: str, report_json: str) -> list[dict]:
     ]
 
 
+def queued_grading(grading_id: str, submission_id: str, priority: int = 0, current=True) -> dict:
+    return {
+        "grading_id": grading_id,
+        "submission_id": submission_id,
+        "current": current,
+        "priority": priority,
+        "status": "queued",
+        "attempts": 0,
+        "queued_at": now(),
+    }
+
+
 @dataclass(frozen=True)
 class Job:
     """A claimed grading, with what grading it needs."""

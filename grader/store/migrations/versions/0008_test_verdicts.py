@@ -3,7 +3,7 @@ count in SQL); reports stored before it are read once to fill it. An exercise's 
 their gradings get covering indexes, so the statistics read no table row.
 
 Revision ID: 0008
-Revises: 0006
+Revises: 0007
 """
 
 import sqlalchemy as sa
@@ -13,7 +13,7 @@ from grader.store.jobs import verdict_rows
 from grader.store.schema import CLASS_GRADING_COLUMNS, CLASS_SUBMISSION_COLUMNS
 
 revision = "0008"
-down_revision = "0006"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

@@ -75,7 +75,7 @@ export async function termSection(section, { call, json, say, exercise, course, 
   };
   const schedule = form(
     "Schedule",
-    put("schedule", (v) => ({ ...v, late: lateWindows(v.late) })),
+    put("schedule", (v) => ({ ...v, opens_at: v.opens_at || null, late: lateWindows(v.late) })),
     field("Opens at", {
       name: "opens_at",
       value: s.opens_at || "",

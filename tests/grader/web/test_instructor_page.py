@@ -19,7 +19,7 @@ sys.path.insert(0, str(REPO / "tests" / "grader" / "service"))
 sys.path.insert(0, str(REPO / "tests" / "grader" / "service" / "lti"))
 from class_seed import seed
 from servers import ServerThread
-from service_fakes import FakeGrader
+from service_fakes import FakeDrawer, FakeGrader
 from service_kit import TOKEN
 
 from grader.exercise import catalog
@@ -65,7 +65,9 @@ def service(graded, tmp_path_factory):
     Signatures(data_dir / "mistakes").save(DPO, found)
     settings = load_settings(data_dir=data_dir, instructor_token=TOKEN)
     server = ServerThread("127.0.0.1")
-    server.start(create_app(settings, FakeGrader()))
+    app = create_app(settings, FakeGrader())
+    server.start(app)
+    app.state.service.node.draw = FakeDrawer()  # the regrade's fake reports draw fake plots
     yield server.base, students
     server.stop()
 
@@ -105,5 +107,28 @@ def test_each_wrong_implementation_is_named_with_its_students(browser, service):
     with page.expect_download() as download:
         page.get_by_role("button", name="Download mistakes.csv").click()
     assert download.value.suggested_filename == "mistakes.csv"
+    term_sections_work(page)
     assert not errors, errors
     page.close()
+
+
+def term_sections_work(page) -> None:
+    """Schedule and quota saved through the course routes, and a regrade previewed (the
+    fake grader grades it) and applied."""
+    term = page.locator("#term")
+    term.get_by_label("Due at", exact=True).fill("2026-12-20T23:59:00+00:00")
+    term.get_by_label("Counted submission").select_option("latest")
+    term.get_by_role("button", name="Save schedule").click()
+    page.get_by_text("Saved the schedule.").wait_for()
+    assert term.get_by_label("Due at", exact=True).input_value().startswith("2026-12-20T23:59")
+    assert term.get_by_label("Counted submission").input_value() == "latest"
+    term.get_by_label("Submits", exact=True).fill("3")
+    term.get_by_label("Per seconds").fill("3600")
+    term.get_by_role("button", name="Save quota").click()
+    page.get_by_text("Saved the quota.").wait_for()
+    assert term.get_by_label("Submits", exact=True).input_value() == "3"
+    term.get_by_role("button", name="Preview regrade").click()
+    page.get_by_text("Old and new score per student").wait_for(timeout=60_000)
+    assert term.locator("#regrade tbody tr").count() >= len(WRONG) * 2
+    term.get_by_role("button", name="Apply").click()
+    page.get_by_text("The regrade is applied").wait_for()

@@ -314,7 +314,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     """The instructor page's numbers; the known mistakes are graded first if need be."""
     from grader.mistakes import Signatures
-    from grader.service.stats import class_stats, stats_text
+    from grader.service.class_report import class_stats, stats_text
     from grader.settings import load_settings
     from grader.store import open_store
 

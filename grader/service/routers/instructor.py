@@ -12,13 +12,13 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
 from fastapi.responses import Response
 
 from grader.report import class_gradebook_csv
+from grader.service.class_report import TABLES, class_stats, stats_csv
 from grader.service.credits import credited_rows, gradebook_rows
 from grader.service.deps import Instructor, bearer_token, get_service, is_id, require_instructor
 from grader.service.lti.credentials import Session
 from grader.service.lti.routes import lti_session
 from grader.service.schemas import InstructorItem, InstructorList, InstructorSubmission
 from grader.service.state import ServiceState
-from grader.service.stats import TABLES, class_stats, stats_csv
 from grader.service.views import known_exercise, view_of
 
 router = APIRouter(prefix="/api/instructor", tags=["instructor"])

@@ -14,7 +14,7 @@ import pytest
 from grader.cli import main
 from grader.exercise import ExerciseError, catalog, load_exercise
 from grader.mistakes import Signatures, hint, known_mistakes
-from grader.service.stats import class_stats, stats_csv
+from grader.service.class_report import class_stats, stats_csv
 from grader.store import open_store
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -36,7 +36,7 @@ POLL_S = 0.5  # a node with nothing to do looks again this often (PostgreSQL als
 def ungradable_report(mode: str, exercise_id: str, detail: str) -> Report:
     """The one report of a grading the grader could not finish: its declared tiers at zero,
     and a grader error that says it is not the student's fault."""
-    from grader.judge.failures import failed_report, grader_error
+    from grader.judge import failed_report, grader_error
 
     error = grader_error("the grader failed on every attempt; it was not graded", [detail])
     exercise = catalog().get(exercise_id)

@@ -29,7 +29,7 @@ router = APIRouter(tags=["health"])
 @cache
 def isolation() -> tuple[str, str]:
     """(level, warning): the sandbox this machine gives student code (embedded only)."""
-    from grader.sandbox.isolation import WEAK_WARNING, detect_isolation
+    from grader.sandbox import WEAK_WARNING, detect_isolation
 
     info = detect_isolation()
     return info.level.name.lower(), WEAK_WARNING if info.weak else ""

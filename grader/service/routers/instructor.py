@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import Response
 
-from grader.report.gradebook import class_gradebook_csv
+from grader.report import class_gradebook_csv
 from grader.service.deps import Instructor, is_id
 from grader.service.schemas import InstructorItem, InstructorList, InstructorSubmission
 from grader.service.views import view_of

@@ -53,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("exercises", help="list the exercises this installation serves")
     check = commands.add_parser("check-exercise", help="check an exercise folder")
     check.add_argument("folder", metavar="DIR", help="the exercise's folder")
+    check.add_argument("--corpus", action="store_true", help="grade its corpus too")
     commands.add_parser("tiers", parents=[exercise], help="list the tiers and their tests")
     commands.add_parser("statement", parents=[exercise], help="print the exercise statement")
     commands.add_parser("doctor", help="show the sandbox's isolation and the versions")
@@ -222,7 +223,7 @@ def cmd_check_exercise(args: argparse.Namespace) -> int:
     if not folder.is_dir():
         raise UsageProblem(f"{args.folder}: no such folder")
     failed = 0
-    for check in check_exercise(folder):
+    for check in check_exercise(folder, corpus=args.corpus):
         failed += not check.ok
         print(f"[{'ok' if check.ok else 'FAIL'}] {check.name}: {check.detail}")
     print(f"{PROG}: {'every check holds' if not failed else f'{failed} check(s) failed'}")

@@ -149,8 +149,10 @@ def _grading_checks(graded: dict[str, Graded]) -> Iterator[Check]:
     left = {k: v for k, v in outcomes(reference).items() if v != "passed"}
     problems = [f"{_summary(reference)} {left or ''}".strip()] * (not full or bool(left))
     problems += ["it needed a second grading (crash or timeout)"] * result.retries
-    problems += [f"{calls} student calls, over the budget of {CALL_BUDGET}"] * (calls > CALL_BUDGET)
-    detail = "; ".join(problems) or f"{_summary(reference)}, {calls} student calls"
+    problems += [f"{calls:g} student calls, over the budget of {CALL_BUDGET}"] * (
+        calls > CALL_BUDGET
+    )
+    detail = "; ".join(problems) or f"{_summary(reference)}, {calls:g} student calls"
     yield Check("reference scores full marks", not problems, detail)
     shown = {tier.id: tier.tests for tier in run.tiers}
     bare = [tier.id for tier in reference.tiers if not shown.get(tier.id)]
@@ -287,7 +289,8 @@ def _graded_corpus_checks(files: dict[str, Path], graded: dict[str, Graded]) -> 
     stubs = _of(files, "stubs")
     problems = [name for name in stubs if any(t.passed for t in graded[name].report.tiers)]
     problems = [f"{name}: passes a tier" for name in problems]
-    yield _verdict("stubs fail every tier", problems, len(stubs), f"each of {len(stubs)}")
+    yield _verdict("stubs fail every tier", problems, len(stubs), f"each of {len(stubs)}"
+                   if stubs else "no stubs/ folder")  # fmt: skip
 
 
 def _toy_check(exercise: Exercise) -> Check:

@@ -61,7 +61,8 @@ def test_a_tier_test_added_while_serving_grades_the_next_submit(served_copy, tmp
         assert before.passed, first.json()
         (served_copy / "tests" / "tiers" / "test_t0_added.py").write_text(ADDED)
         with caplog.at_level(logging.INFO, logger="grader.judge.grader"):
-            second = client.post("/api/submit", json={"code": reference, "student": "ada"})
+            second = client.post("/api/submit", json={"code": reference, "student": "bo"})
+    assert second.status_code == 200, (second.status_code, second.text[:500])
     after = Report.model_validate(second.json()["report"])
     tests = {test.id: test for tier in after.tiers for test in tier.tests}
     added = tests["test_t0_added.py::test_added_while_serving"]

@@ -33,6 +33,7 @@ from grader.judge.registry import TierRegistryError, load_tiers, parse_tier_list
 from grader.sandbox.isolation import IsolationError, check_required, detect_isolation
 
 PROG = "gspo-grader"
+LOG_LEVEL = "GSPO_GRADER_LOG_LEVEL"  # the judges' log level (grader/judge/process.py)
 
 
 class UsageProblem(Exception):
@@ -82,8 +83,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command in ("grade", "check-exercise"):
-        _log_level(logging.INFO if args.verbose else logging.WARNING)
     handlers = {
         "grade": cmd_grade,
         "exercises": cmd_exercises,
@@ -97,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         "lti": cmd_lti,
     }
     try:
-        return handlers[args.command](args)
+        with _logging(getattr(args, "verbose", None)):
+            return handlers[args.command](args)
     except (UsageProblem, TierRegistryError, ExerciseError, IsolationError) as error:
         print(f"{PROG}: error: {_one_line(str(error))}", file=sys.stderr)
         return 2
@@ -106,10 +106,29 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _log_level(level: int) -> None:
-    """This process's log and its judges' (GSPO_GRADER_LOG_LEVEL), on stderr at `level`."""
-    os.environ["GSPO_GRADER_LOG_LEVEL"] = logging.getLevelName(level)
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+@contextlib.contextmanager
+def _logging(verbose: bool | None):
+    """For a command with --verbose: this process's log and its judges' (through
+    GSPO_GRADER_LOG_LEVEL) go to stderr at INFO, or at WARNING without it; put back after."""
+    if verbose is None:
+        yield
+        return
+    level, saved = "info" if verbose else "warning", os.environ.get(LOG_LEVEL)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root, before = logging.getLogger(), logging.getLogger().level
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    os.environ[LOG_LEVEL] = level
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(before)
+        if saved is None:
+            os.environ.pop(LOG_LEVEL, None)
+        else:
+            os.environ[LOG_LEVEL] = saved
 
 
 def _one_line(text: str) -> str:

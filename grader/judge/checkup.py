@@ -169,7 +169,7 @@ def _grading_checks(graded: dict[str, Graded]) -> Iterator[Check]:
     starter = graded["starter"].report
     not_failed = {k: v for k, v in outcomes(starter).items() if v != "failed"}
     missing = len(outcomes(reference)) - len(outcomes(starter))
-    problems = [f"not failed: {not_failed}"] * bool(not_failed)
+    problems = [f"{_summary(starter)}; not failed: {not_failed}"] * bool(not_failed)
     problems += [f"{missing} test(s) did not run"] * bool(missing)
     if starter.grader_error is not None:
         problems = [_summary(starter)]

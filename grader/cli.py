@@ -1,15 +1,7 @@
 """`gspo-grader`: grade submissions, list and check exercises, check the sandbox, serve.
 
-    gspo-grader grade PATH [PATH...] [--exercise ID|DIR] [--mode run|submit] [--tiers T0,T2]
-                [--recursive] [--json FILE|-] [--gradescope FILE] [--junit FILE]
-                [--artifacts DIR] [--csv FILE] [--jobs N] [--verbose]
-    gspo-grader check-exercise DIR [--corpus] [--verbose]
-    gspo-grader exercises | tiers | statement   [--exercise ID|DIR]
-    gspo-grader doctor
-    gspo-grader serve [--host 127.0.0.1] [--port 8000] [--data-dir DIR]
-    gspo-grader worker [--concurrency N] [--metrics-port PORT]   (GSPO_GRADER_DATABASE_URL)
-    gspo-grader db upgrade [--data-dir DIR]
-    gspo-grader lti add-platform | platforms | rotate-key   (LTI 1.3; see docs/lti.md)
+    gspo-grader grade | check-exercise | exercises | tiers | statement | doctor
+    gspo-grader serve | worker | db | lti          (`gspo-grader COMMAND --help`: its options)
 
 Exit status: 0 every graded submission passed (or every check held); 1 one failed (a syntax
 error and a timeout count as failures); 2 the command itself was wrong (a missing path, an
@@ -83,21 +75,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handlers = {
-        "grade": cmd_grade,
-        "exercises": cmd_exercises,
-        "check-exercise": cmd_check_exercise,
-        "tiers": cmd_tiers,
-        "statement": cmd_statement,
-        "doctor": cmd_doctor,
-        "serve": cmd_serve,
-        "worker": cmd_worker,
-        "db": cmd_db,
-        "lti": cmd_lti,
-    }
+    command = globals()[f"cmd_{args.command.replace('-', '_')}"]  # cmd_grade, ...
     try:
         with _logging(getattr(args, "verbose", None)):
-            return handlers[args.command](args)
+            return command(args)
     except (UsageProblem, TierRegistryError, ExerciseError, IsolationError) as error:
         print(f"{PROG}: error: {_one_line(str(error))}", file=sys.stderr)
         return 2
@@ -110,25 +91,21 @@ def main(argv: list[str] | None = None) -> int:
 def _logging(verbose: bool | None):
     """For a command with --verbose: this process's log and its judges' (through
     GSPO_GRADER_LOG_LEVEL) go to stderr at INFO, or at WARNING without it; put back after."""
-    if verbose is None:
-        yield
-        return
     level, saved = "info" if verbose else "warning", os.environ.get(LOG_LEVEL)
-    handler = logging.StreamHandler(sys.stderr)
+    handler, root = logging.StreamHandler(sys.stderr), logging.getLogger()
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    root, before = logging.getLogger(), logging.getLogger().level
-    root.addHandler(handler)
-    root.setLevel(level.upper())
-    os.environ[LOG_LEVEL] = level
+    before = root.level
+    if verbose is not None:
+        root.addHandler(handler)
+        root.setLevel(level.upper())
+        os.environ[LOG_LEVEL] = level
     try:
         yield
     finally:
         root.removeHandler(handler)
         root.setLevel(before)
-        if saved is None:
-            os.environ.pop(LOG_LEVEL, None)
-        else:
-            os.environ[LOG_LEVEL] = saved
+        os.environ.pop(LOG_LEVEL, None)
+        os.environ.update({LOG_LEVEL: saved} if saved is not None else {})
 
 
 def _one_line(text: str) -> str:

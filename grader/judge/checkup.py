@@ -1,26 +1,10 @@
 """`gspo-grader check-exercise DIR [--corpus]`: what an instructor checks before students see
-an exercise, and the rules the grader's own power test holds every exercise to.
+an exercise, and, with the corpus, every rule the grader's power test holds exercises to.
 
-Each check is one line: the manifest and the tier registry parse, the statement is there,
-every tier has tests and they collect, the reference scores full marks within the call
-budget, Run shows a test of every tier and no hidden one, Submit has enough hidden tests,
-the starter fails every test, and the toy runs through the reference and draws every plot
-the manifest declares. Later checks that need an earlier one's result are skipped when it
-failed.
-
-With `corpus`, every file of the exercise's corpus (tests/implementations/) is graded too,
-by one warm Grader, and held to the corpus rules:
-
-- its size is the `[corpus]` counts of exercise.toml (a file that vanished is a failure);
-- every file states its point in a docstring and defines the exercise's functions;
-- a wrong file ends its docstring with `Caught by: <test id>, ...`, is one edit (one hunk of
-  the AST-normalized source) from some correct file, and fails exactly the tests it names,
-  each with outcome "failed" and no submission error;
-- a correct file passes every test; the one it may skip is the one its docstring names on
-  an `Inconclusive: <test id>` line (with a GPU nothing is skipped);
-- every tier test is named by some wrong file; every stub (stubs/) fails every tier;
-- a grading that crashed or timed out is graded once more and counted; the reference and
-  the correct files must never need that.
+One line a check (docs/instructors.md lists them); later checks that need an earlier one's
+result are skipped when it failed. One Grader grades the reference (Submit and Run), the
+starter and, with `corpus`, every file of tests/implementations/ (correct/, wrong/ and
+stubs/). A grading that crashed or timed out is graded once more and counted.
 """
 
 from __future__ import annotations
@@ -40,7 +24,8 @@ from grader.report import Report, score_text
 
 CALL_BUDGET = 250  # student calls of one Submit of the reference (~1 ms each)
 MIN_HIDDEN_TESTS = 5  # fewer, and a student can tune for every case they see
-KINDS = ("correct", "wrong", "stubs")
+Corpus = dict[str, dict[str, Path]]  # kind -> "kind/stem" -> file
+Graded = dict[str, tuple[Report, int]]  # name -> (report, retries)
 
 
 @dataclass(frozen=True)
@@ -48,14 +33,6 @@ class Check:
     name: str
     ok: bool
     detail: str
-
-
-@dataclass(frozen=True)
-class Graded:
-    """One grading, and how many times it had to be repeated (a crash or timeout)."""
-
-    report: Report
-    retries: int = 0
 
 
 def check_exercise(folder: Path, corpus: bool = False) -> Iterator[Check]:
@@ -99,38 +76,42 @@ def _tests_check(exercise: Exercise, tier_ids: list[str]) -> Check:
     return Check("tier tests", not empty, detail + (f"; no tests in {empty}" if empty else ""))
 
 
+def _verdict(name: str, problems: list[str], holds: str) -> Check:
+    """A rule's line: what holds, or each problem on a line of its own."""
+    detail = "\n    ".join(["", *problems]) if len(problems) > 1 else "".join(problems)
+    return Check(name, not problems, detail or holds)
+
+
 # ---- grading --------------------------------------------------------------------------------
-def corpus_files(exercise: Exercise) -> dict[str, Path]:
-    """The corpus by name ("correct/x", "wrong/y", "stubs/z"), each kind sorted."""
+def corpus_files(exercise: Exercise) -> Corpus:
     return {
-        f"{kind}/{path.stem}": path
-        for kind in KINDS
-        for path in sorted((exercise.corpus / kind).glob("*.py"))
+        kind: {f"{kind}/{p.stem}": p for p in sorted((exercise.corpus / kind).glob("*.py"))}
+        for kind in ("correct", "wrong", "stubs")
     }
 
 
-def grade_one(grader, exercise: Exercise, source: str, mode: str, name: str) -> Graded:
-    """A crash or timeout may be the shared machine starving a worker: graded once more,
-    and counted (a grader error never is)."""
+def grade_one(grader, exercise: Exercise, source: str, mode: str, name: str) -> tuple[Report, int]:
+    """The report, graded once more after a crash or timeout (the shared machine may have
+    starved a worker), and how many times it was graded again."""
     options = {"mode": mode, "exercise": str(exercise.root), "filename": f"{Path(name).name}.py"}
     report = grader.grade(source, **options)
     error = report.submission_error
     if report.grader_error is None and error is not None and error.kind in ("crash", "timeout"):
-        return Graded(grader.grade(source, **options), retries=1)
-    return Graded(report)
+        return grader.grade(source, **options), 1
+    return report, 0
 
 
-def grade_corpus(exercise: Exercise, files: dict[str, Path]) -> dict[str, Graded]:
-    """The reference (Submit and Run), the starter and `files`, graded by one Grader."""
+def grade_corpus(exercise: Exercise, files: Corpus) -> Graded:
     from grader.judge.grader import Grader
 
     reference = exercise.reference.read_text(encoding="utf-8")
     jobs = {"reference": (reference, "submit"), "reference (run mode)": (reference, "run")}
     jobs["starter"] = (exercise.starter.read_text(encoding="utf-8"), "submit")
-    jobs |= {name: (path.read_text(encoding="utf-8"), "submit") for name, path in files.items()}
+    for name, path in (item for kind in files.values() for item in kind.items()):
+        jobs[name] = (path.read_text(encoding="utf-8"), "submit")
     with Grader(pool_size=2 if files else 1, warm=False) as grader:
 
-        def one(name: str) -> Graded:
+        def one(name: str) -> tuple[Report, int]:
             return grade_one(grader, exercise, *jobs[name], name)
 
         with ThreadPoolExecutor(max_workers=grader.pool_size) as pool:
@@ -141,40 +122,34 @@ def outcomes(report: Report) -> dict[str, str]:
     return {test.id: test.outcome for tier in report.tiers for test in tier.tests}
 
 
-def _grading_checks(graded: dict[str, Graded]) -> Iterator[Check]:
-    result, run = graded["reference"], graded["reference (run mode)"].report
-    reference = result.report
+def _grading_checks(graded: Graded) -> Iterator[Check]:
+    (reference, retries), run = graded["reference"], graded["reference (run mode)"][0]
     calls = reference.metrics.get("student_calls", 0)
-    full = reference.passed and reference.score == reference.max_score > 0
     left = {k: v for k, v in outcomes(reference).items() if v != "passed"}
-    problems = [f"{_summary(reference)} {left or ''}".strip()] * (not full or bool(left))
-    problems += ["it needed a second grading (crash or timeout)"] * result.retries
+    full = reference.passed and reference.score == reference.max_score > 0 and not left
+    problems = [f"{_summary(reference)} {left or ''}".strip()] * (not full)
+    problems += ["it needed a second grading (crash or timeout)"] * retries
     problems += [f"{calls:g} student calls, over the budget of {CALL_BUDGET}"] * (
         calls > CALL_BUDGET
     )
-    detail = "; ".join(problems) or f"{_summary(reference)}, {calls:g} student calls"
-    yield Check("reference scores full marks", not problems, detail)
+    holds = f"{_summary(reference)}, {calls:g} student calls"
+    yield _verdict("reference scores full marks", problems, holds)
     shown = {tier.id: tier.tests for tier in run.tiers}
     bare = [tier.id for tier in reference.tiers if not shown.get(tier.id)]
     leaked = [test.id for tests in shown.values() for test in tests if test.hidden]
-    hidden = sum(test.hidden for tier in reference.tiers for test in tier.tests)
     problems = [f"tiers without a test on Run: {bare}"] * bool(bare)
     problems += [f"hidden tests shown on Run: {leaked}"] * bool(leaked)
-    yield Check("every tier shows a test on Run", not problems, "; ".join(problems) or "yes")
-    yield Check(
-        f"at least {MIN_HIDDEN_TESTS} hidden tests",
-        hidden >= MIN_HIDDEN_TESTS,
-        f"{hidden} hidden test(s) on Submit",
-    )
-    starter = graded["starter"].report
+    yield _verdict("every tier shows a test on Run", problems, "yes")
+    hidden = sum(test.hidden for tier in reference.tiers for test in tier.tests)
+    problems = [f"{hidden} hidden test(s) on Submit"] * (hidden < MIN_HIDDEN_TESTS)
+    yield _verdict(f"at least {MIN_HIDDEN_TESTS} hidden tests", problems, f"{hidden} hidden")
+    starter = graded["starter"][0]
     not_failed = {k: v for k, v in outcomes(starter).items() if v != "failed"}
     missing = len(outcomes(reference)) - len(outcomes(starter))
     problems = [f"{_summary(starter)}; not failed: {not_failed}"] * bool(not_failed)
     problems += [f"{missing} test(s) did not run"] * bool(missing)
-    if starter.grader_error is not None:
-        problems = [_summary(starter)]
-    detail = "; ".join(problems) or f"{_summary(starter)}, every test failed"
-    yield Check("starter fails every test", not problems, detail)
+    problems = [_summary(starter)] if starter.grader_error is not None else problems
+    yield _verdict("starter fails every test", problems, f"{_summary(starter)}, all failed")
 
 
 def _summary(report: Report) -> str:
@@ -210,87 +185,68 @@ def edits(a: list[str], b: list[str]) -> int:
     return sum(tag != "equal" for tag, *_ in opcodes)
 
 
-def _of(files: dict[str, Path], kind: str) -> dict[str, Path]:
-    return {name: path for name, path in files.items() if name.startswith(f"{kind}/")}
-
-
-def _verdict(name: str, problems: list[str], total: int, what: str) -> Check:
-    """One rule over `total` files: its failures one per line, or how many hold."""
-    detail = "\n    ".join([f"{len(problems)} of {total}:", *problems]) if problems else what
-    return Check(name, not problems, detail)
-
-
-def _static_corpus_checks(exercise: Exercise, files: dict[str, Path]) -> Iterator[Check]:
-    sizes = {kind: len(_of(files, kind)) for kind in ("correct", "wrong")}
-    want = exercise.corpus_counts
-    declared = dict(zip(("correct", "wrong"), want, strict=True)) if want else None
-    detail = f"{sizes['correct']} correct, {sizes['wrong']} wrong in {exercise.corpus}"
-    if sizes != declared:
-        detail += f"; exercise.toml's [corpus] says {declared or 'nothing'}: update it"
-    yield Check("corpus size", sizes == declared, detail)
+def _static_corpus_checks(exercise: Exercise, files: Corpus) -> Iterator[Check]:
+    sizes = (len(files["correct"]), len(files["wrong"]))
+    detail = f"{sizes[0]} correct, {sizes[1]} wrong in {exercise.corpus}"
+    if sizes != exercise.corpus_counts:
+        detail += f"; exercise.toml's [corpus] says {exercise.corpus_counts}: update it"
+    yield Check("corpus size", sizes == exercise.corpus_counts, detail)
     problems = []
-    for name, path in files.items():
-        docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    for kind, name, path in ((k, n, p) for k, found in files.items() for n, p in found.items()):
         tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstring = ast.get_docstring(tree) or ""
         defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
         lacking = sorted(set(exercise.function_names) - defined)
-        last = docstring.splitlines()[-1] if docstring else ""
         problems += [f"{name}: no module docstring"] * (not docstring)
         problems += [f"{name}: does not define {lacking}"] * bool(lacking)
-        if name.startswith("wrong/") and docstring and not last.startswith("Caught by: "):
+        last = (docstring.splitlines() or [""])[-1]
+        if kind == "wrong" and not last.startswith("Caught by: "):
             problems.append(f"{name}: the docstring must end with a `Caught by: ` line")
-    yield _verdict("corpus docstrings", problems, len(files), "every file states its point")
-    correct = [code_lines(path) for path in _of(files, "correct").values()]
+    yield _verdict("corpus docstrings", problems, "every file states its point")
+    correct = [code_lines(path) for path in files["correct"].values()]
     problems = []
-    for name, path in _of(files, "wrong").items():
-        mine = code_lines(path)
-        nearest = min((edits(other, mine) for other in correct), default=0)
+    for name, path in files["wrong"].items():
+        nearest = min((edits(other, code_lines(path)) for other in correct), default=0)
         problems += [f"{name}: {nearest} edits from the nearest correct file"] * (nearest != 1)
-    yield _verdict("wrong files are one edit from a correct one", problems,
-                   sizes["wrong"], "every one")  # fmt: skip
+    yield _verdict("wrong files are one edit from a correct one", problems, "every one")
 
 
-def _graded_corpus_checks(files: dict[str, Path], graded: dict[str, Graded]) -> Iterator[Check]:
+def _graded_corpus_checks(files: Corpus, graded: Graded) -> Iterator[Check]:
     import torch
 
-    tests = set(outcomes(graded["reference"].report))
-    wrong, problems = _of(files, "wrong"), []
-    for name, path in wrong.items():
-        report = graded[name].report
-        if report.submission_error is not None or report.grader_error is not None:
-            error = report.submission_error or report.grader_error
-            problems.append(f"{name}: not a catch: {error.kind}: {error.message}")
+    problems = []
+    for name, path in files["wrong"].items():
+        report = graded[name][0]
+        if error := report.submission_error or report.grader_error:
+            problems.append(f"{name}: not a catch: {getattr(error, 'kind', 'grader error')}: "
+                            f"{error.message}")  # fmt: skip
             continue
-        want = named(path, "Caught by")
-        got = {k for k, v in outcomes(report).items() if v == "failed"}
-        errors = {k: v for k, v in outcomes(report).items() if v not in ("passed", "failed")}
-        if got != want or errors or report.passed:
+        want, found = named(path, "Caught by"), outcomes(report)
+        got = {k for k, v in found.items() if v == "failed"}
+        other = {k: v for k, v in found.items() if v not in ("passed", "failed")}
+        if got != want or other or report.passed:
             problems.append(f"{name}: named but passed: {sorted(want - got)}; failed, not "
-                            f"named: {sorted(got - want)}; other outcomes: {errors}")  # fmt: skip
-    yield _verdict("wrong files fail exactly the named tests", problems, len(wrong),
-                   f"each of {len(wrong)} is caught by the tests it names")  # fmt: skip
-    correct, problems = _of(files, "correct"), []
-    for name, path in correct.items():
-        result = graded[name]
-        left = {k: v for k, v in outcomes(result.report).items() if v != "passed"}
+                            f"named: {sorted(got - want)}; other outcomes: {other}")  # fmt: skip
+    each = f"each of {len(files['wrong'])}"
+    yield _verdict("wrong files fail exactly the named tests", problems, each)
+    problems = []
+    for name, path in files["correct"].items():
+        report, retries = graded[name]
+        left = {k: v for k, v in outcomes(report).items() if v != "passed"}
         inconclusive = set() if torch.cuda.is_available() else named(path, "Inconclusive")
         wrongly = {k: v for k, v in left.items() if v != "skipped" or k not in inconclusive}
-        problems += [f"{name}: {wrongly} {result.report.grader_error or ''}"] * bool(wrongly)
-        problems += [f"{name}: needed a second grading (crash or timeout)"] * result.retries
-    yield _verdict("correct files pass every test", problems, len(correct),
-                   f"each of {len(correct)} passes")  # fmt: skip
-    caught = set().union(*(named(path, "Caught by") for path in wrong.values()))
-    problems = [f"named by a wrong file, no such test: {sorted(caught - tests)}"] * bool(
-        caught - tests
-    )
-    problems += [f"caught no wrong file: {sorted(tests - caught)}"] * bool(tests - caught)
-    yield _verdict("every test catches a wrong file", problems, len(tests),
-                   f"each of {len(tests)} tests")  # fmt: skip
-    stubs = _of(files, "stubs")
-    problems = [name for name in stubs if any(t.passed for t in graded[name].report.tiers)]
-    problems = [f"{name}: passes a tier" for name in problems]
-    yield _verdict("stubs fail every tier", problems, len(stubs), f"each of {len(stubs)}"
-                   if stubs else "no stubs/ folder")  # fmt: skip
+        problems += [f"{name}: {wrongly} {report.grader_error or ''}"] * bool(wrongly)
+        problems += [f"{name}: needed a second grading (crash or timeout)"] * retries
+    yield _verdict("correct files pass every test", problems, f"each of {len(files['correct'])}")
+    tests = set(outcomes(graded["reference"][0]))
+    caught = set().union(*(named(path, "Caught by") for path in files["wrong"].values()))
+    unknown, idle = sorted(caught - tests), sorted(tests - caught)
+    problems = [f"named by a wrong file, no such test: {unknown}"] * bool(unknown)
+    problems += [f"caught no wrong file: {idle}"] * bool(idle)
+    yield _verdict("every test catches a wrong file", problems, f"each of {len(tests)} tests")
+    stubs = files["stubs"]
+    problems = [f"{n}: passes a tier" for n in stubs if any(t.passed for t in graded[n][0].tiers)]
+    yield _verdict("stubs fail every tier", problems, f"each of {len(stubs)}" if stubs else "none")
 
 
 def _toy_check(exercise: Exercise) -> Check:
@@ -308,9 +264,6 @@ def _toy_check(exercise: Exercise) -> Check:
     absent = [table.name for table in exercise.tables if table.name not in tables]
     problems = [f"plots not drawn: {missing}"] * bool(missing)
     problems += [f"tables missing: {absent}"] * bool(absent)
-    detail = f"{counted(len(drawn), 'plot')}, {counted(len(tables), 'table')}"
-    return Check("toy runs and renders", not problems, "; ".join(problems) or detail)
-
-
-def counted(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
+    return _verdict(
+        "toy runs and renders", problems, f"{len(drawn)} plot(s), {len(tables)} table(s)"
+    )

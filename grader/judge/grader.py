@@ -9,11 +9,9 @@ the tier suites once, graded every exercise's reference once to warm every code 
 keeps a sandboxed worker started ahead. A grading then costs only its tests. A judge is
 recycled after `recycle_after` gradings to bound any slow leak, and replaced when it dies.
 
-Edits take effect: each grading first reads its exercise's version (a content hash of the
-manifest, reference, tiers and toy; about 1 ms). When it differs from the version the judges
-loaded, the catalog is read again and every judge is restarted: this grading and every later
-one wait for a judge that loaded the new version, while gradings already running finish on
-the old one.
+Edits take effect: a grading whose exercise's version (exercise_version) differs from the one
+the judges loaded restarts them all and waits for one that loaded the new version; gradings
+already running finish on the old one.
 
 The judges are trusted: student code only ever runs in their sandboxed workers. Whatever
 goes wrong inside (a judge dies, hangs, fails to start), `grade` returns a Report that says

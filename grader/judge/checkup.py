@@ -52,28 +52,14 @@ def check_exercise(folder: Path, corpus: bool = False) -> Iterator[Check]:
         return
     points = sum(tier.points for tier in tiers)
     yield Check("tier registry", True, f"{len(tiers)} tiers, {points:g} points")
-    yield _tests_check(exercise, [tier.id for tier in tiers])
     files = corpus_files(exercise) if corpus else {}
     if corpus:
         yield from _static_corpus_checks(exercise, files)
     graded = grade_corpus(exercise, files)
-    yield from _grading_checks(graded)
+    yield from _grading_checks(graded, [tier.id for tier in tiers])
     if corpus:
         yield from _graded_corpus_checks(files, graded)
     yield _toy_check(exercise)
-
-
-def _tests_check(exercise: Exercise, tier_ids: list[str]) -> Check:
-    from grader.judge.engine import inventory
-
-    try:
-        tests = inventory(exercise)
-    except (TierRegistryError, ExerciseError) as error:
-        return Check("tier tests", False, str(error).splitlines()[0])
-    counts = {tier_id: sum(t.tier.id == tier_id for t in tests) for tier_id in tier_ids}
-    empty = [tier_id for tier_id, count in counts.items() if count == 0]
-    detail = ", ".join(f"{tier_id}: {count}" for tier_id, count in counts.items())
-    return Check("tier tests", not empty, detail + (f"; no tests in {empty}" if empty else ""))
 
 
 def _verdict(name: str, problems: list[str], holds: str) -> Check:
@@ -122,8 +108,13 @@ def outcomes(report: Report) -> dict[str, str]:
     return {test.id: test.outcome for tier in report.tiers for test in tier.tests}
 
 
-def _grading_checks(graded: Graded) -> Iterator[Check]:
+def _grading_checks(graded: Graded, tier_ids: list[str]) -> Iterator[Check]:
     (reference, retries), run = graded["reference"], graded["reference (run mode)"][0]
+    found = {tier.id: len(tier.tests) for tier in reference.tiers}
+    counts = ", ".join(f"{tier_id}: {found.get(tier_id, 0)}" for tier_id in tier_ids)
+    empty = [tier_id for tier_id in tier_ids if tier_id not in found]
+    problems = [_summary(reference)] if reference.grader_error else [f"no tests in {empty}"]
+    yield _verdict("tier tests", problems * bool(reference.grader_error or empty), counts)
     calls = reference.metrics.get("student_calls", 0)
     left = {k: v for k, v in outcomes(reference).items() if v != "passed"}
     full = reference.passed and reference.score == reference.max_score > 0 and not left

@@ -250,7 +250,7 @@ def cmd_tiers(args: argparse.Namespace) -> int:
     for tier in tiers:
         mine = [test for test in tests if test.tier.id == tier.id]
         hidden = sum(test.hidden for test in mine)
-        count = f"{len(mine)} tests" + (f", {hidden} hidden" if hidden else "")
+        count = f"{len(mine)} test{'s' * (len(mine) != 1)}" + f", {hidden} hidden" * bool(hidden)
         print(f"{tier.id} {tier.title} ({tier.points:g} points, {tier.visibility}; {count})")
         if not mine:
             print("    warning: no tests")

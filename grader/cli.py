@@ -75,10 +75,21 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    command = globals()[f"cmd_{args.command.replace('-', '_')}"]  # cmd_grade, ...
+    handlers = {
+        "grade": cmd_grade,
+        "exercises": cmd_exercises,
+        "check-exercise": cmd_check_exercise,
+        "tiers": cmd_tiers,
+        "statement": cmd_statement,
+        "doctor": cmd_doctor,
+        "serve": cmd_serve,
+        "worker": cmd_worker,
+        "db": cmd_db,
+        "lti": cmd_lti,
+    }
     try:
         with _logging(getattr(args, "verbose", None)):
-            return command(args)
+            return handlers[args.command](args)
     except (UsageProblem, TierRegistryError, ExerciseError, IsolationError) as error:
         print(f"{PROG}: error: {_one_line(str(error))}", file=sys.stderr)
         return 2

@@ -1,7 +1,15 @@
 """`gspo-grader`: grade submissions, list and check exercises, check the sandbox, serve.
 
-    gspo-grader grade | check-exercise | exercises | tiers | statement | doctor
-    gspo-grader serve | worker | db | lti          (`gspo-grader COMMAND --help`: its options)
+    gspo-grader grade PATH [PATH...] [--exercise ID|DIR] [--mode run|submit] [--tiers T0,T2]
+                [--recursive] [--json FILE|-] [--gradescope FILE] [--junit FILE]
+                [--artifacts DIR] [--csv FILE] [--jobs N] [--verbose]
+    gspo-grader check-exercise DIR [--corpus] [--verbose]
+    gspo-grader exercises | tiers | statement   [--exercise ID|DIR]
+    gspo-grader doctor
+    gspo-grader serve [--host 127.0.0.1] [--port 8000] [--data-dir DIR]
+    gspo-grader worker [--concurrency N] [--metrics-port PORT]   (GSPO_GRADER_DATABASE_URL)
+    gspo-grader db upgrade [--data-dir DIR]
+    gspo-grader lti add-platform | platforms | rotate-key   (LTI 1.3; see docs/lti.md)
 
 Exit status: 0 every graded submission passed (or every check held); 1 one failed (a syntax
 error and a timeout count as failures); 2 the command itself was wrong (a missing path, an

@@ -74,6 +74,7 @@ export const api = {
   exercises: () => request("/api/exercises"),
   exercise: (id) => request(id ? `/api/exercises/${encodeURIComponent(id)}` : "/api/exercise"),
   ltiSession: () => request("/api/lti/session"),
+  ltiHandOff: (code) => request("/lti/session", { method: "POST", body: { code } }),
   run: (code, exercise) => request("/api/run", { method: "POST", body: { code, exercise } }),
   runStatus: (reportId) => request(`/api/runs/${encodeURIComponent(reportId)}`),
   submit: (code, student, key, exercise) =>

@@ -52,7 +52,9 @@ def served_copy(tmp_path, monkeypatch):
 
 def test_a_tier_test_added_while_serving_grades_the_next_submit(served_copy, tmp_path, caplog):
     reference = (served_copy / "reference" / "dpo.py").read_text()
-    settings = load_settings(data_dir=tmp_path / "data", web_dir=tmp_path / "no-web")
+    settings = load_settings(  # the verdict waits for the restarted judge, however slow
+        data_dir=tmp_path / "data", web_dir=tmp_path / "no-web", verdict_wait_seconds=300
+    )
     grader = Grader(pool_size=1, limits=Limits.from_env(**SLACK))
     with grader, TestClient(create_app(settings, grader)) as client:
         wait_until(lambda: client.app.state.service.ready, timeout=180)

@@ -29,8 +29,8 @@ import sys
 from pathlib import Path
 
 from grader.exercise import Exercise, ExerciseError, catalog, find_exercise
-from grader.judge.registry import TierRegistryError, load_tiers, parse_tier_list
-from grader.sandbox.isolation import IsolationError, check_required, detect_isolation
+from grader.judge import TierRegistryError, load_tiers, parse_tier_list
+from grader.sandbox import IsolationError, check_required, detect_isolation
 
 PROG = "gspo-grader"
 LOG_LEVEL = "GSPO_GRADER_LOG_LEVEL"  # the judges' log level (grader/judge/process.py)
@@ -151,7 +151,7 @@ def submission_paths(names: list[str], recursive: bool = False) -> list[Path]:
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
-    from grader.judge.grader import ProgressBar, grade_files
+    from grader.judge import ProgressBar, grade_files
 
     exercise = find_exercise(args.exercise)
     paths = submission_paths(args.paths, args.recursive)
@@ -174,9 +174,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 
 def _write_outputs(args: argparse.Namespace, exercise: Exercise, reports: list) -> None:
-    from grader.report.gradebook import write_gradebook
-    from grader.report.gradescope import write_gradescope
-    from grader.report.junit import write_junit
+    from grader.report import write_gradebook, write_gradescope, write_junit
 
     if args.json_out:
         data = [r.model_dump(mode="json") for r in reports]
@@ -203,8 +201,7 @@ def _write(target: str, text: str) -> None:
 
 
 def _print_human(reports: list) -> None:
-    from grader.report import score_text
-    from grader.report.text import render_text, use_colour
+    from grader.report import render_text, score_text, use_colour
 
     colour = use_colour(sys.stdout)
     if len(reports) == 1:
@@ -294,7 +291,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     import torch
 
     from grader import __version__
-    from grader.sandbox.isolation import doctor_report
+    from grader.sandbox import doctor_report
 
     print(doctor_report())
     print("Versions:")
@@ -305,6 +302,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     print("Exercises:")
     for exercise in catalog().values():
         print(f"  {exercise.id}: {exercise.root}")
+    from grader.service.file_modes import wider_than_private
+    from grader.service.settings import load_settings
+
+    with _service_problems():
+        data_dir = load_settings().data_dir
+    open_to_others = wider_than_private(data_dir)
+    print(f"Data folder: {data_dir}" + ("" if open_to_others else " (private to this user)"))
+    for line in open_to_others:
+        print(f"  WARNING: {line}")
     return 0
 
 

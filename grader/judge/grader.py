@@ -1,6 +1,6 @@
 """Grade submissions: a warm `Grader` (the service, bulk runs), or `grade()` once (cold).
 
-    with Grader(pool_size=2) as grader:
+    with Grader(pool_size=2, on_stats=count) as grader:   # count(report, GradingStats)
         grader.wait_ready()
         report = grader.grade(source, mode="run", exercise="gspo")   # thread-safe
 
@@ -34,8 +34,9 @@ from grader.exercise import Exercise, catalog, exercise_version, find_exercise, 
 from grader.judge.client import JudgeClient, JudgeFailed, JudgeTimeout
 from grader.judge.failures import failed_report, grader_error, grading_timeout
 from grader.judge.link import GradingRequest
+from grader.judge.stats import GradingStats
 from grader.report import Report
-from grader.sandbox.worker.contract import WAITS, Limits
+from grader.sandbox import WAITS, Limits
 
 MODES = ("run", "submit")
 log = logging.getLogger(__name__)
@@ -53,12 +54,14 @@ class Grader:
         warm: bool = True,
         one_shot: bool = False,
         spare_workers: int = 1,
+        on_stats: Callable[[Report, GradingStats], None] | None = None,
     ):
         if pool_size < 1:
             raise ValueError(f"pool_size must be at least 1; got {pool_size}")
         self.pool_size = pool_size
         self.limits = limits  # None: the judges read GSPO_GRADER_SANDBOX_* themselves
         self.recycle_after = recycle_after
+        self.on_stats = on_stats  # called after each grading a judge ran (stats.py)
         self._judge_options = {"warm": warm, "one_shot": one_shot, "spare_workers": spare_workers}
         self._idle: queue.Queue[JudgeClient | JudgeFailed] = queue.Queue()
         self._lock = threading.Lock()
@@ -149,7 +152,7 @@ class Grader:
             error = grader_error("the judge could not start", [str(judge)])
             return failed_report(folder, mode, tiers, name, grader_error=error)
         try:
-            return judge.grade(request)
+            report, stats = judge.grade(request)
         except JudgeTimeout:
             limit = judge.grading_wall_seconds
             return failed_report(folder, mode, tiers, name, submission_error=grading_timeout(limit))
@@ -158,6 +161,9 @@ class Grader:
             return failed_report(folder, mode, tiers, name, grader_error=problem)
         finally:
             self._give_back(judge)
+        if self.on_stats is not None:
+            self.on_stats(report, stats)
+        return report
 
     def _current(self, folder: Exercise, asked: str | None) -> Exercise:
         """The exercise as its folder is now; an edit since the judges loaded it restarts them."""

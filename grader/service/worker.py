@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 
 import procrastinate
@@ -252,6 +253,7 @@ def start_worker(concurrency: int | None = None, metrics_port: int | None = None
     overrides = {"metrics_port": metrics_port} if metrics_port is not None else {}
     settings = load_settings(**overrides)
     configure_logging(settings)
+    os.umask(0o077)  # whatever the node writes (plots before they are stored) is private
     if not settings.distributed:
         raise DatabaseError(
             "a grading node needs the distributed queue: set GSPO_GRADER_DATABASE_URL to a "

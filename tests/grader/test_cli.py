@@ -200,7 +200,10 @@ def test_serve_takes_host_port_and_data_dir_from_the_environment_unless_given(
     started = {}
 
     def fake_run(server, *args, **kwargs):  # where uvicorn would bind the socket
-        started.update(host=server.config.host, port=server.config.port)
+        config = server.config
+        started.update(host=config.host, port=config.port)
+        started["caps"] = (config.limit_concurrency, config.timeout_keep_alive)
+        started["head_bytes"] = config.h11_max_incomplete_event_size
 
     def fake_app(settings: Settings, grader=None):
         started["data_dir"] = settings.data_dir.name
@@ -215,3 +218,17 @@ def test_serve_takes_host_port_and_data_dir_from_the_environment_unless_given(
     monkeypatch.delenv("GSPO_GRADER_DATABASE_URL", raising=False)
     assert main(["serve", *(arg.format(tmp=tmp_path) for arg in argv)]) == 0
     assert (started["host"], started["port"], started["data_dir"]) == expected
+    assert started["caps"] == (1000, 5) and started["head_bytes"] == 64 * 1024  # the defaults
+
+
+def test_doctor_warns_when_the_data_folder_is_open_to_other_users(capsys, monkeypatch, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir(mode=0o755)
+    data.chmod(0o755)
+    monkeypatch.setenv("GSPO_GRADER_DATA_DIR", str(data))
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert f"WARNING: {data} is 0755, open to other local users; expected 0700" in out
+    data.chmod(0o700)
+    assert main(["doctor"]) == 0
+    assert "WARNING" not in capsys.readouterr().out

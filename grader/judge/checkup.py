@@ -25,7 +25,7 @@ from grader.report import Report, score_text
 CALL_BUDGET = 250  # student calls of one Submit of the reference (~1 ms each)
 MIN_HIDDEN_TESTS = 5  # fewer, and a student can tune for every case they see
 Corpus = dict[str, dict[str, Path]]  # kind -> "kind/stem" -> file
-Graded = dict[str, tuple[Report, int]]  # name -> (report, retries)
+Graded = dict[str, tuple[Report, int, int]]  # name -> (report, retries, student calls)
 
 
 @dataclass(frozen=True)
@@ -95,10 +95,16 @@ def grade_corpus(exercise: Exercise, files: Corpus) -> Graded:
     jobs["starter"] = (exercise.starter.read_text(encoding="utf-8"), "submit")
     for name, path in (item for kind in files.values() for item in kind.items()):
         jobs[name] = (path.read_text(encoding="utf-8"), "submit")
-    with Grader(pool_size=2 if files else 1, warm=False) as grader:
+    calls: dict[int, int] = {}  # id(report) -> calls into the student's code (GradingStats)
 
-        def one(name: str) -> tuple[Report, int]:
-            return grade_one(grader, exercise, *jobs[name], name)
+    def record(report: Report, stats) -> None:
+        calls[id(report)] = stats.student_calls
+
+    with Grader(pool_size=2 if files else 1, warm=False, on_stats=record) as grader:
+
+        def one(name: str) -> tuple[Report, int, int]:
+            report, retries = grade_one(grader, exercise, *jobs[name], name)
+            return report, retries, calls.get(id(report), 0)
 
         with ThreadPoolExecutor(max_workers=grader.pool_size) as pool:
             return dict(zip(jobs, pool.map(one, jobs), strict=True))
@@ -109,13 +115,12 @@ def outcomes(report: Report) -> dict[str, str]:
 
 
 def _grading_checks(graded: Graded, tier_ids: list[str]) -> Iterator[Check]:
-    (reference, retries), run = graded["reference"], graded["reference (run mode)"][0]
+    (reference, retries, calls), run = graded["reference"], graded["reference (run mode)"][0]
     found = {tier.id: len(tier.tests) for tier in reference.tiers}
     counts = ", ".join(f"{tier_id}: {found.get(tier_id, 0)}" for tier_id in tier_ids)
     empty = [tier_id for tier_id in tier_ids if tier_id not in found]
     problems = [_summary(reference)] if reference.grader_error else [f"no tests in {empty}"]
     yield _verdict("tier tests", problems * bool(reference.grader_error or empty), counts)
-    calls = reference.metrics.get("student_calls", 0)
     left = {k: v for k, v in outcomes(reference).items() if v != "passed"}
     full = reference.passed and reference.score == reference.max_score > 0 and not left
     problems = [f"{_summary(reference)} {left or ''}".strip()] * (not full)
@@ -223,7 +228,7 @@ def _graded_corpus_checks(files: Corpus, graded: Graded) -> Iterator[Check]:
     yield _verdict("wrong files fail exactly the named tests", problems, each)
     problems = []
     for name, path in files["correct"].items():
-        report, retries = graded[name]
+        report, retries, _ = graded[name]
         left = {k: v for k, v in outcomes(report).items() if v != "passed"}
         inconclusive = set() if torch.cuda.is_available() else named(path, "Inconclusive")
         wrongly = {k: v for k, v in left.items() if v != "skipped" or k not in inconclusive}

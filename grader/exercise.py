@@ -74,6 +74,7 @@ class Exercise:
     functions: tuple[Function, ...]
     plots: tuple[Artifact, ...] = ()
     tables: tuple[Artifact, ...] = ()
+    corpus_counts: tuple[int, int] | None = None  # [corpus]: (correct, wrong) files it holds
     mistake_hints: bool = False  # [hints] mistakes: name a matching known mistake to students
 
     @property
@@ -131,7 +132,7 @@ def _versioned(path: Path) -> bool:
 
 
 _TOP = {"id", "title", "paper", "section", "url", "starter", "reference", "functions"}
-_TOP |= {"artifacts", "hints"}
+_TOP |= {"artifacts", "corpus", "hints"}
 _REQUIRED = ("id", "title", "paper", "section", "starter", "reference", "functions")
 
 
@@ -169,8 +170,20 @@ def load_exercise(folder: Path | str) -> Exercise:
         functions=_functions(path, data["functions"]),
         plots=_artifacts(path, "plots", artifacts.get("plots", []), "alt"),
         tables=_artifacts(path, "tables", artifacts.get("tables", []), "caption"),
+        corpus_counts=_corpus(path, data.get("corpus")),
         mistake_hints=hints.get("mistakes", False),
     )
+
+
+def _corpus(path: Path, table: object) -> tuple[int, int] | None:
+    """[corpus] correct = N, wrong = M: how many files check-exercise --corpus expects."""
+    if table is None:
+        return None
+    _fields(path, "[corpus]", table, {"correct", "wrong"}, ("correct", "wrong"))
+    counts = (table["correct"], table["wrong"])
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
+        raise ExerciseError(f"{path}: [corpus] correct and wrong must be counts >= 0; got {table}")
+    return counts
 
 
 def _fields(path: Path, where: str, table: object, known: set, required: tuple) -> None:

@@ -110,7 +110,7 @@ class Settings(BaseSettings):
 
     def sandbox_limits(self):
         """The sandbox limits, from GSPO_GRADER_SANDBOX_* (checked here, at start-up)."""
-        from grader.sandbox.worker.contract import Limits
+        from grader.sandbox import Limits
 
         return Limits.from_env()
 

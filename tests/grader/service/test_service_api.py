@@ -213,8 +213,8 @@ def test_instructor_endpoints_need_the_right_token(make_client):
     assert csv.headers["content-type"].startswith("text/csv")
     lines = csv.text.strip().split("\n")
     assert lines[0].startswith("student,exercise,submissions,ungradable,best_score,max_score")
-    assert lines[1].startswith("ada,gspo,2,0,20.0,20.0,20.0,True,")
-    assert lines[2].startswith("grace,gspo,1,0,0.0,20.0,0.0,False,")
+    assert lines[1].startswith("ada,gspo,2,0,20,20,20,True,")
+    assert lines[2].startswith("grace,gspo,1,0,0,20,0,False,")
 
 
 def test_metrics_count_gradings_by_outcome(make_client):
@@ -419,7 +419,7 @@ def test_a_grader_fault_is_retried_then_ungradable_and_never_scores(make_client)
     assert listing[0]["status"] == "ungradable" and listing[0]["score"] is None
     auth = {"Authorization": f"Bearer {TOKEN}"}
     row = client.get("/api/instructor/gradebook.csv", headers=auth).text.strip().split("\n")[1]
-    assert row.startswith("ada,gspo,1,1,20.0,20.0,20.0,True,")  # latest is the graded one
+    assert row.startswith("ada,gspo,1,1,20,20,20,True,")  # latest is the graded one
 
 
 def test_a_refused_first_submit_claims_no_name(make_client):

@@ -19,7 +19,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from functools import cache
 
 from grader.exercise import catalog, exercise_version
 from grader.node.drawing import draw_pngs
@@ -36,7 +35,7 @@ POLL_S = 0.5  # a node with nothing to do looks again this often (PostgreSQL als
 def ungradable_report(mode: str, exercise_id: str, detail: str) -> Report:
     """The one report of a grading the grader could not finish: its declared tiers at zero,
     and a grader error that says it is not the student's fault."""
-    from grader.judge.failures import failed_report, grader_error
+    from grader.judge import failed_report, grader_error
 
     error = grader_error("the grader failed on every attempt; it was not graded", [detail])
     exercise = catalog().get(exercise_id)
@@ -55,9 +54,9 @@ def verdict_of(report: Report, version: str | None = None) -> GradingResult:
     )
 
 
-@cache
 def version_of(exercise_id: str) -> str | None:
-    """The version this node grades an exercise at (its judges loaded it at start)."""
+    """The exercise's version now, read just before grading: the Grader grades with judges
+    that loaded this version (an edit of the folder restarts them)."""
     exercise = catalog().get(exercise_id)
     return exercise_version(exercise) if exercise is not None else None
 
@@ -182,6 +181,7 @@ class GradingNode:
     def run(self, job: Job) -> None:
         """Grade a claimed grading and write its report (or queue it again after a fault)."""
         start = time.perf_counter()
+        version = version_of(job.exercise)
         report = self._grade(job)
         seconds = time.perf_counter() - start
         if report.grader_error is not None and job.attempts < MAX_ATTEMPTS:
@@ -191,7 +191,7 @@ class GradingNode:
                 self.metrics.observe_retry()
                 self.wake()
             return
-        verdict = verdict_of(report, version_of(job.exercise))
+        verdict = verdict_of(report, version)
         if self.store.finish(job.grading_id, verdict):
             self.metrics.observe_grading(job.kind, outcome_label(report), seconds)
             self.on_finished(job.grading_id)

@@ -1,6 +1,6 @@
 // The results panel: what is happening now, and then the report. Errors the student must fix
 // (syntax error, timeout) come first and plainly; then the verdict, one row per tier with the
-// failing tests open, the toy experiment, metrics, and the captured output folded away.
+// failing tests open, the toy experiment, and the captured output folded away.
 
 import { formatNumber, h, replaceChildren } from "./dom.js";
 import { stopPlots, toySection } from "./toy.js";
@@ -191,24 +191,6 @@ function tierRow(tier, names, repeats) {
   );
 }
 
-function metricsList(metrics) {
-  const entries = Object.entries(metrics || {});
-  if (!entries.length) return null;
-  return h(
-    "section",
-    { class: "metrics", "aria-label": "Metrics" },
-    h("h3", {}, "Metrics"),
-    h(
-      "dl",
-      {},
-      entries.map(([name, value]) => [
-        h("dt", {}, name.replaceAll("_", " ")),
-        h("dd", {}, formatNumber(value)),
-      ]),
-    ),
-  );
-}
-
 function outputBlock(report) {
   const text = report.output || "";
   const lines = text ? text.replace(/\n$/, "").split("\n").length : 0;
@@ -250,7 +232,6 @@ export function showReport(panel, report, caption = "", plotUrls = {}) {
       tiers.map((tier) => tierRow(tier, names, repeats)),
     ),
     toySection(report.artifacts, plotUrls),
-    metricsList(report.metrics),
     outputBlock(report),
   );
   panel.scrollTop = 0;

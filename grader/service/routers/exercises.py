@@ -9,7 +9,7 @@ from functools import cache
 from fastapi import APIRouter, HTTPException
 
 from grader.exercise import Exercise, catalog, default_exercise
-from grader.judge.registry import load_tiers
+from grader.judge import load_tiers
 from grader.service.schemas import ExerciseInfo, ExerciseSummary, TierInfo
 from grader.service.views import plot_names
 

@@ -75,7 +75,7 @@ def test_late_credit_then_practice_then_closed(client):
         20.0, 50.0, 10.0, True,
     )  # fmt: skip
     csv = client.get("/api/instructor/gradebook.csv", headers=AUTH).text.splitlines()
-    assert csv[1].split(",")[2:5] == ["1", "0", "10.0"]  # one counted, credited 10 of 20
+    assert csv[1].split(",")[2:5] == ["1", "0", "10"]  # one counted, credited 10 of 20
     schedule(client, -120, late=[(-60, 50)])  # read per request: earlier Submits follow
     practice = submit(client, keys=keys).json()
     assert (practice["score"], practice["counted"], practice["credited_score"]) == (

@@ -22,10 +22,10 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 
 from grader.exercise import catalog, exercise_version
-from grader.node.drawing import draw_pngs
+from grader.node.drawing import draw_pngs, reference_preview
 from grader.node.metrics import Metrics, outcome_label
 from grader.report import Report
-from grader.store import GradingResult, Job, Store, ago, artifacts_key
+from grader.store import GradingResult, Job, Store, ago, artifacts_key, preview_key
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +128,7 @@ class GradingNode:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
+        self._plots.submit(self._draw_previews)
 
     def wake(self) -> None:
         """A grading was queued: a waiting claim loop looks at once."""
@@ -204,6 +205,21 @@ class GradingNode:
         except Exception as error:  # the grader promises never to raise; if it does, it is ours
             log.exception("the grader raised on %s", job.grading_id)
             return ungradable_report(job.kind, job.exercise, f"{type(error).__name__}: {error}")
+
+    def _draw_previews(self) -> None:
+        """Each exercise's reference preview, once per exercise version, on the plot thread
+        (a grading never waits for it)."""
+        for exercise in catalog().values():
+            if self._stop.is_set():
+                return
+            key = preview_key(exercise.id, version_of(exercise.id))
+            if not exercise.experiment.is_file() or self.store.has_plots(key):
+                continue
+            try:
+                self.store.save_plots(key, reference_preview(exercise, self.draw))
+            except Exception:
+                if not self._stop.is_set():  # a closed node's store is gone: nothing to say
+                    log.exception("the reference preview of %s could not be drawn", exercise.id)
 
     def _draw_plots(self, exercise_id: str, report: Report) -> None:
         """Draw the toy's plots after the verdict (it never waits for matplotlib) and store

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from grader.report import Report
+from grader.report import Artifacts, Report
 
 # A student name starts with a letter or digit (so a gradebook cell can never start a
 # spreadsheet formula) and holds letters, digits, spaces and . _ @ - (any script).
@@ -53,6 +53,7 @@ class SubmissionView(GradingView):
     submission_id: str
     student: str
     created_at: str
+    code: str = Field("", description="The submitted source: only its student sees it.")
 
 
 class SubmitResponse(SubmissionView):
@@ -128,6 +129,15 @@ class ExerciseInfo(BaseModel):
     functions: list[str]
     tiers: list[TierInfo]
     plots: list[str]
+
+
+class Preview(BaseModel):
+    """The reference preview: what a correct solution's toy produces."""
+
+    exercise: str
+    status: Literal["ready", "drawing"]
+    artifacts: Artifacts | None = None
+    plots: dict[str, str] = Field(default_factory=dict, description="plot name -> image URL")
 
 
 class Health(BaseModel):

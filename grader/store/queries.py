@@ -47,6 +47,14 @@ def artifacts_key(exercise_id: str, result: dict) -> str:
     return hashlib.sha256(data.encode()).hexdigest()[:32]
 
 
+PREVIEW_DATA = "artifacts.json"  # a reference preview's Artifacts, stored beside its plots
+
+
+def preview_key(exercise_id: str, version: str) -> str:
+    """The reference preview's key in the plots table: one per exercise version."""
+    return artifacts_key(exercise_id, {"reference_preview": version})
+
+
 def queued_grading(grading_id: str, submission_id: str, priority: int = 0, current=True) -> dict:
     return {
         "grading_id": grading_id,

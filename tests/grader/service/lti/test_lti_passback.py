@@ -126,7 +126,9 @@ def test_a_student_cannot_reach_the_instructor_view_or_another_session(browser, 
     mine = submit(tool, token, PASSING)["submission_id"]
     other = session_of(browser.launch("student-2"))
     seen = httpx.get(f"{tool.base}/api/lti/submissions/{mine}", headers={"X-LTI-Session": other})
-    assert seen.status_code == 404
+    assert seen.status_code == 404 and "code" not in seen.json()
+    own = httpx.get(f"{tool.base}/api/lti/submissions/{mine}", headers={"X-LTI-Session": token})
+    assert own.json()["code"] == PASSING  # the student's own code, to load back into the editor
     listed = httpx.get(f"{tool.base}/api/lti/submissions", headers={"X-LTI-Session": token})
     assert [s["submission_id"] for s in listed.json()["submissions"]] == [mine]
 

@@ -57,8 +57,15 @@ export function showError(panel, error) {
   );
 }
 
-/** The panel before anything was graded. */
-export function showIdle(panel) {
+const PREVIEW_TITLE = "Reference preview: what a correct solution produces";
+
+/** The reference preview ({artifacts, plots}, or null while there is none) as a toy section. */
+function previewSection(preview, note = null) {
+  return preview && toySection(preview.artifacts, preview.plots, null, PREVIEW_TITLE, note);
+}
+
+/** The panel before anything was graded: the reference preview, when there is one. */
+export function showIdle(panel, preview = null) {
   stopPlots(panel);
   replaceChildren(
     panel,
@@ -67,7 +74,18 @@ export function showIdle(panel) {
       { class: "placeholder" },
       "Press Run (Ctrl+Enter) to check the visible tests, or Submit to be graded on every tier.",
     ),
+    previewSection(preview),
   );
+}
+
+/** Why a report has no toy of the student's to show beside the preview. */
+function noArtifacts(report) {
+  const why = report.submission_error
+    ? `your code stopped before the toy experiment could run (${ERROR_TITLES[report.submission_error.kind] || "see above"})`
+    : report.grader_error
+      ? "the grader failed before the toy experiment ran (not your code's fault)"
+      : "the toy experiment did not run through your code (see the failing tests above)";
+  return `No artifacts of yours could be drawn: ${why}. The reference solution's are shown.`;
 }
 
 function submissionError(error) {
@@ -234,8 +252,9 @@ function errorGroups(tiers) {
   return { names, repeats };
 }
 
-/** Render a Report (grader/report/model.py) into the panel; plotUrls come beside it. */
-export function showReport(panel, report, caption = "", plotUrls = {}) {
+/** Render a Report (grader/report/model.py) into the panel; plotUrls come beside it, and the
+ *  reference preview ({artifacts, plots} or null) to compare the toy with. */
+export function showReport(panel, report, caption = "", plotUrls = {}, preview = null) {
   const tiers = report.tiers || [];
   const { names, repeats } = errorGroups(tiers);
   stopPlots(panel);
@@ -249,7 +268,9 @@ export function showReport(panel, report, caption = "", plotUrls = {}) {
       { class: "tiers", "aria-label": "Tiers" },
       tiers.map((tier) => tierRow(tier, names, repeats)),
     ),
-    toySection(report.artifacts, plotUrls),
+    report.artifacts
+      ? toySection(report.artifacts, plotUrls, preview)
+      : previewSection(preview, noArtifacts(report)),
     metricsList(report.metrics),
     outputBlock(report),
   );

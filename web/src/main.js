@@ -34,6 +34,7 @@ let busy = false;
 let lti = null; // the LMS session, when the page was opened by a launch
 let preview = null; // the exercise's reference preview, once the service has it
 let submitted = null; // the code last submitted or loaded: the editor holds no unsaved change
+let shown = null; // the graded answer in the results panel, and its caption: null when idle
 
 // Each exercise's code is kept on its own: loading another exercise never saves over it.
 const editor = createEditor($("editor"), {
@@ -107,6 +108,7 @@ async function grade(kind) {
   }
   setBusy(kind);
   els.status.textContent = kind === "run" ? "Running…" : "Submitting…";
+  shown = null;
   const done = showBusy(
     els.results,
     kind === "run" ? "Running the visible tests…" : "Grading your submission on every tier…",
@@ -116,7 +118,7 @@ async function grade(kind) {
     const response = await request(kind, asked.id);
     done();
     if (exercise !== asked) return; // the student went to another exercise (Back) meanwhile
-    showReport(els.results, response.report, "", response.plots, preview);
+    show(response, "");
     els.status.textContent =
       response.status === "ungradable"
         ? "Ungradable: the grader failed, not your code"
@@ -133,17 +135,25 @@ async function grade(kind) {
 }
 
 async function openSubmission(item, label) {
+  shown = null;
   const done = showBusy(els.results, "Opening the submission…");
   try {
     const response = await api.submission(item.submission_id, storage.keyFor(studentName()));
     const final = await settled("submit", response);
     done();
-    showReport(els.results, final.report, `Submission of ${label}`, final.plots, preview);
-    els.results.prepend(submittedCode(final.code, loadCode));
+    show(final, `Submission of ${label}`);
   } catch (error) {
     done();
     showError(els.results, error);
   }
+}
+
+/** A graded answer in the results panel, beside the reference preview; a past submission's
+ *  (caption given) with its code above. */
+function show(answer, caption) {
+  shown = [answer, caption];
+  showReport(els.results, answer.report, caption, answer.plots, preview);
+  if (caption) els.results.prepend(submittedCode(answer.code, loadCode));
 }
 
 /** Put a past submission's code in the editor, after asking when that loses unsaved work. */
@@ -172,7 +182,9 @@ async function loadPreview(shown) {
     if (exercise !== shown) return;
     if (answer.status === "ready") {
       preview = answer;
-      if (els.results.querySelector(".placeholder")) showIdle(els.results, preview);
+      if (shown)
+        show(...shown); // graded before the preview came: now beside it
+      else if (els.results.querySelector(".placeholder")) showIdle(els.results, preview);
       return;
     }
     await pause(POLL_MS);
@@ -252,6 +264,7 @@ async function openExercise(id, address) {
   if (previous?.id !== next.id) {
     preview = null;
     submitted = null;
+    shown = null;
     showIdle(els.results);
     els.status.textContent = "";
     loadPreview(next);

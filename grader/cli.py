@@ -302,9 +302,9 @@ def cmd_db(args: argparse.Namespace) -> int:
 
 
 def cmd_lti(args: argparse.Namespace) -> int:
-    from grader.service.lti.cli import main as lti_main
+    from grader.service.lti.commands import run_lti_command
 
-    return lti_main(args.lti_args)
+    return run_lti_command(args.lti_args)
 
 
 @contextlib.contextmanager

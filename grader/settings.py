@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     # e.g. https://grader.example.edu; None: taken from each request's own URL
     public_url: str | None = None
     lti_retry_seconds: float = Field(30.0, gt=0, le=3600)  # first grade passback retry; doubles
+    lti_session_hours: float = Field(8.0, gt=0, le=24 * 7)  # a launch's session, renewals and all
+    lti_logins_per_address: int = Field(300, ge=1, le=100_000)  # live LTI logins (10 min each)
+    lti_key_set_refetch_seconds: float = Field(60.0, ge=0, le=3600)  # an LMS's key set, at most
 
     @field_validator("instructor_token")
     @classmethod

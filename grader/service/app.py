@@ -19,9 +19,8 @@ from sqlalchemy.exc import DBAPIError
 
 from grader import __version__
 from grader.service.body_limit import BodyLimit
-from grader.service.lti import api as lti_api
-from grader.service.lti import routes as lti_routes
-from grader.service.lti.service import LtiService
+from grader.service.lti import LtiService
+from grader.service.lti import routers as lti_routers
 from grader.service.routers import exercises, grade, health, instructor, reports, runs, submissions
 from grader.service.state import ServiceState
 from grader.settings import Settings, load_settings
@@ -70,8 +69,10 @@ def create_app(settings: Settings | None = None, grader=None) -> FastAPI:
         app.add_exception_handler(error, database_unavailable)
     app.add_exception_handler(Exception, internal_error)
     routers = (exercises, grade, runs, submissions, reports, instructor, health)
-    for module in (*routers, lti_routes, lti_api):
+    for module in routers:
         app.include_router(module.router)
+    for router in lti_routers:
+        app.include_router(router)
     mount_web(app, settings)
     return app
 

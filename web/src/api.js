@@ -76,6 +76,7 @@ export const api = {
   // 200 with the reference preview, or 202 {status: "drawing"} while a grading node draws it
   preview: (id) => request(`/api/exercises/${encodeURIComponent(id)}/preview`),
   ltiSession: () => request("/api/lti/session"),
+  ltiHandOff: (code) => request("/lti/session", { method: "POST", body: { code } }),
   run: (code, exercise) => request("/api/run", { method: "POST", body: { code, exercise } }),
   runStatus: (reportId) => request(`/api/runs/${encodeURIComponent(reportId)}`),
   submit: (code, student, key, exercise) =>

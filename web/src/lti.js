@@ -1,9 +1,10 @@
 // A student who came from an LMS (LTI 1.3 launch) is signed in by a session token, not by a
-// name and key. The launch sends the page to /#lti=<token>: the fragment never reaches a
-// server or a Referer. The page takes the token out of the address, keeps it in memory and
-// in sessionStorage (a reload inside the LMS's iframe keeps the session; no cookie is
-// needed, so browsers that block third-party cookies do not matter), and renews it while
-// the page is open.
+// name and key. The launch sends the page to /#lti=<code>: the fragment never reaches a
+// server or a Referer. The code is not a session: the page exchanges it (POST /lti/session)
+// for one, which works only in the browser that made the launch (it holds the launch's
+// cookie), so a link carrying someone else's code signs nobody in. The page keeps the
+// session in memory and sessionStorage (a reload inside the LMS's iframe keeps it) and
+// renews it while open, up to the end the launch fixed.
 
 import { api } from "./api.js";
 
@@ -18,13 +19,14 @@ function remember(token) {
   }
 }
 
-function tokenFromPage() {
+function codeFromAddress() {
   const match = /(?:^#|&)lti=([^&]+)/.exec(window.location.hash);
-  if (match) {
-    window.history.replaceState(null, "", window.location.pathname + window.location.search);
-    remember(match[1]);
-    return match[1];
-  }
+  if (!match) return null;
+  window.history.replaceState(null, "", window.location.pathname + window.location.search);
+  return match[1];
+}
+
+function storedToken() {
   try {
     return window.sessionStorage.getItem(KEY);
   } catch {
@@ -35,10 +37,11 @@ function tokenFromPage() {
 /** The LMS session (name, role, course, exercise), or null when the page was opened
  * directly (then the name-and-key mode applies). */
 export async function startLtiSession() {
-  const token = tokenFromPage();
-  if (!token) return null;
-  api.useSession(token);
-  const info = await api.ltiSession();
+  const code = codeFromAddress();
+  const token = code ? null : storedToken();
+  if (!code && !token) return null;
+  if (token) api.useSession(token);
+  const info = code ? await api.ltiHandOff(code) : await api.ltiSession();
   api.useSession(info.token);
   remember(info.token);
   window.setInterval(async () => {

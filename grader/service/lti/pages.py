@@ -1,7 +1,5 @@
-"""The few HTML pages of the LTI side: a refusal, the new-tab fallback, the instructor view.
-
-They are shown inside the LMS's iframe, written by hand (every value escaped), and need
-no script and no cookie.
+"""The LTI side's HTML pages, shown inside the LMS's iframe: a refusal, the new-tab
+fallback, the instructor view. Written by hand (every value escaped); no script, no cookie.
 """
 
 from __future__ import annotations
@@ -10,8 +8,7 @@ from html import escape
 
 from fastapi.responses import HTMLResponse
 
-from grader.service.lti.outbox import CourseRow
-from grader.service.lti.refusal import Refused
+from grader.service.lti.launches import Refused
 
 STYLE = """body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}
 table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;padding:.3rem;
@@ -51,7 +48,7 @@ def fallback_page(login_url: str) -> HTMLResponse:
 
 
 def instructor_page(
-    course_title: str, policy: str, rows: list[CourseRow], token: str, notice: str = ""
+    course_title: str, policy: str, rows: list, token: str, notice: str = ""
 ) -> HTMLResponse:
     failures = [r for r in rows if r.state in ("refused", "gave_up")]
     parts = [f"<p class=muted>Instructor view of {escape(course_title or 'this course')}</p>"]
@@ -86,14 +83,14 @@ def _policy_form(policy: str, token: str) -> str:
     return _form(token, "policy", "Save", select)
 
 
-def _table(rows: list[CourseRow], with_error: bool) -> str:
+def _table(rows: list, with_error: bool) -> str:
     head = "<tr><th>Student</th><th>Link</th><th>Submitted</th><th>Score</th><th>Gradebook</th>"
     head += "<th>LMS answer</th></tr>" if with_error else "</tr>"
     body = "".join(_row(r, with_error) for r in rows)
     return f"<table><thead>{head}</thead><tbody>{body}</tbody></table>"
 
 
-def _row(r: CourseRow, with_error: bool) -> str:
+def _row(r, with_error: bool) -> str:
     score = "ungradable" if r.status == "ungradable" else "grading"
     if r.score is not None:
         score = f"{r.score:g} / {r.max_score:g}"

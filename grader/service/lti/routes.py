@@ -1,32 +1,104 @@
-"""The LMS-facing endpoints: GET|POST /lti/login, POST /lti/launch, GET /lti/jwks, and the
-instructor view (POST /lti/instructor).
+"""The LTI side's HTTP endpoints, and what it holds while the service runs (`LtiService`,
+`app.state.lti`: its store on the service's engine, the tool's keys, the platforms' key
+sets, the AGS client and the passback drainer, in both deployments).
 
-Whatever a login or launch gets wrong is answered with a page that says so and a 4xx status
-(a 502 when the LMS itself could not be reached), never a 500. A student's launch ends in a
-redirect to the page with a session token in the address's fragment (never sent to a
-server, never in a Referer); an instructor's launch answers with the instructor view.
+    GET|POST /lti/login        OIDC login initiation: redirect to the LMS's authorisation
+    POST /lti/launch           the LMS's form post: a student goes to the page, with a
+                               handoff code in the address's fragment; an instructor gets
+                               the course view
+    POST /lti/session          the page exchanges the handoff code for its session token
+    GET  /lti/jwks             this tool's public keys
+    POST /lti/instructor       the course view again (best or latest; post failed scores)
+    GET  /api/lti/session      who is signed in, the exercise, and a renewed token
+    POST /api/lti/submit       Submit; the score goes back to the LMS
+    GET  /api/lti/submissions[/{id}]   the student's submissions through this link
+
+Whatever a login or launch gets wrong is a page that says so with a 4xx status (502 when
+the LMS could not be reached), never a 500.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from dataclasses import asdict, replace
+from typing import Annotated
 from urllib.parse import parse_qsl
 
-from fastapi import APIRouter, Request
+import httpx
+from fastapi import APIRouter, Depends, Header, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from pydantic import BaseModel
+from sqlalchemy import Engine
 
 from grader.exercise import catalog, default_exercise
-from grader.service.lti.launch import Launch, exercise_of, validate_launch
-from grader.service.lti.login import cookie_name, login_again_url, start_login
-from grader.service.lti.outbox import Outbox
+from grader.service.deps import Service, is_id
+from grader.service.intake import Intake, accept
+from grader.service.lti.credentials import (
+    SESSION_HEADER,
+    Session,
+    ToolKeys,
+    issue_handoff,
+    issue_session,
+    take_handoff,
+    verify_session,
+)
+from grader.service.lti.launches import (
+    ASK_ADMIN,
+    RELAUNCH,
+    PlatformKeys,
+    Refused,
+    cookie_name,
+    login_again_url,
+    start_login,
+    validate_launch,
+)
 from grader.service.lti.pages import fallback_page, instructor_page, refusal_page
-from grader.service.lti.refusal import ASK_ADMIN, RELAUNCH, Refused
-from grader.service.lti.service import Lti, LtiService
-from grader.service.lti.session import Session, issue, verify
-from grader.service.lti.store import Entry
+from grader.service.lti.rows import Launch, LtiStore
+from grader.service.lti.scores import AgsClient, Outbox, Passback, row_writer
+from grader.service.schemas import RunRequest, SubmissionItem, SubmissionList, SubmissionView
+from grader.service.views import view_of
+from grader.settings import Settings
 
-router = APIRouter(prefix="/lti", tags=["lti"])
+HTTP_TIMEOUT_S = 20.0  # one request to an LMS
 MAX_FORM_BYTES = 64 * 1024  # an id_token is a few KiB
+EXPIRED = "Your course session has expired; open the exercise again from your course."
+
+
+class LtiService:
+    def __init__(self, settings: Settings, engine: Engine):
+        self.settings = settings
+        self.store = LtiStore(engine)
+        self.keys = ToolKeys(self.store)
+        self.http: httpx.AsyncClient | None = None
+        self.platform_keys: PlatformKeys | None = None
+        self.passback: Passback | None = None
+
+    async def start(self) -> None:
+        self.http = httpx.AsyncClient(timeout=HTTP_TIMEOUT_S, follow_redirects=False)
+        self.platform_keys = PlatformKeys(self.http, self.settings.lti_key_set_refetch_seconds)
+        ags = AgsClient(self.http, self.keys)
+        self.passback = Passback(self.store, ags, self.settings.lti_retry_seconds)
+        await self.passback.start()
+
+    async def close(self) -> None:
+        if self.passback is not None:
+            await self.passback.close()
+        if self.http is not None:
+            await self.http.aclose()
+
+    def base_url(self, request: Request) -> str:
+        """Where LMSs and browsers reach this service (setting public_url, else the request's)."""
+        return self.settings.public_url or str(request.base_url).rstrip("/")
+
+
+def get_lti(request: Request) -> LtiService:
+    return request.app.state.lti
+
+
+Lti = Annotated[LtiService, Depends(get_lti)]
+router = APIRouter(prefix="/lti", tags=["lti"])
+api_router = APIRouter(prefix="/api/lti", tags=["lti"])
 
 
 async def params_of(request: Request) -> dict[str, str]:
@@ -41,18 +113,20 @@ async def params_of(request: Request) -> dict[str, str]:
 
 
 @router.api_route("/login", methods=["GET", "POST"], response_class=HTMLResponse)
-async def login(request: Request, lti: Lti) -> Response:
+async def lti_login(request: Request, lti: Lti) -> Response:
     """OIDC login initiation: redirect to the LMS's authorisation endpoint."""
     try:
         params = await params_of(request)
         launch_url = lti.base_url(request) + "/lti/launch"
-        return await asyncio.to_thread(start_login, lti.store, params, launch_url)
+        address = request.client.host if request.client else None
+        most = lti.settings.lti_logins_per_address
+        return await asyncio.to_thread(start_login, lti.store, params, launch_url, address, most)
     except Refused as refused:
         return refusal_page(refused)
 
 
 @router.post("/launch", response_class=HTMLResponse)
-async def launch(request: Request, lti: Lti) -> Response:
+async def lti_launch(request: Request, lti: Lti) -> Response:
     """The LMS's form post with the id_token: validate it, then open the exercise."""
     try:
         return await accept_launch(request, lti)
@@ -61,12 +135,12 @@ async def launch(request: Request, lti: Lti) -> Response:
 
 
 @router.get("/jwks")
-async def jwks(lti: Lti) -> JSONResponse:
+async def lti_jwks(lti: Lti) -> JSONResponse:
     """This tool's public keys (the signing key and the one before it)."""
     return JSONResponse(await asyncio.to_thread(lti.keys.jwks))
 
 
-async def accept_launch(request: Request, lti: Lti) -> Response:
+async def accept_launch(request: Request, lti: LtiService) -> Response:
     form = await params_of(request)
     if form.get("error"):
         detail = f"{form['error']}: {form.get('error_description', '')} {RELAUNCH}"
@@ -75,48 +149,29 @@ async def accept_launch(request: Request, lti: Lti) -> Response:
         raise Refused(400, "The launch is incomplete", "It lacks id_token or state. " + RELAUNCH)
     state = form["state"]
     cookie = request.cookies.get(cookie_name(state))
-    if cookie is None:
-        return await fallback(request, lti, state)
-    if cookie != state:
+    if cookie is not None and cookie != state:
         raise Refused(400, "This launch belongs to another sign-in", RELAUNCH)
-    login = await asyncio.to_thread(lti.store.take_state, state)
+    take = lti.store.take_state if cookie else lti.store.peek_state
+    login = await asyncio.to_thread(take, state)
     if login is None:
         raise Refused(400, "This launch has expired or was used already", RELAUNCH)
     platform = await asyncio.to_thread(lti.store.platform, login.platform_id)
     if platform is None:  # removed from the database since the login began
         raise Refused(403, "This LMS is not registered", ASK_ADMIN)
-    accepted = await validate_launch(form["id_token"], login, platform, lti.platform_keys)
-    return await open_launch(accepted, lti)
-
-
-async def fallback(request: Request, lti: LtiService, state: str) -> Response:
-    login = await asyncio.to_thread(lti.store.peek_state, state)
-    if login is None:
-        raise Refused(400, "This launch has expired or was used already", RELAUNCH)
-    platform = await asyncio.to_thread(lti.store.platform, login.platform_id)
-    return fallback_page(login_again_url(lti.base_url(request), platform, login))
+    if cookie is None:  # an iframe whose browser blocks even partitioned cookies
+        return fallback_page(login_again_url(lti.base_url(request), platform, login))
+    launch = await validate_launch(form["id_token"], login, platform, lti.platform_keys)
+    return await open_launch(launch, lti)
 
 
 async def open_launch(launch: Launch, lti: LtiService) -> Response:
-    exercise_id = exercise_of(launch) or default_exercise().id
-    exercise = catalog().get(exercise_id)
-    if exercise is None:
-        known = ", ".join(catalog())
-        detail = f"This link asks for exercise {exercise_id!r}; this grader has {known}."
-        raise Refused(404, "No such exercise", detail + " Ask your instructor to fix the link.")
-    entry = Entry(
-        platform_id=launch.platform.platform_id,
-        deployment_id=launch.deployment_id,
-        sub=launch.sub,
-        name=launch.name,
-        context_id=launch.context_id,
-        course_title=launch.course_title,
-        resource_link_id=launch.resource_link_id,
-        link_title=launch.link_title,
-        exercise=exercise.id,
-        lineitem=launch.lineitem,
-    )
-    seat = await asyncio.to_thread(lti.store.seat, entry)
+    exercise_id = launch.exercise or default_exercise().id
+    if exercise_id not in catalog():
+        detail = f"This link asks for exercise {exercise_id!r}; this grader has "
+        detail += ", ".join(catalog()) + ". Ask your instructor to fix the link."
+        raise Refused(404, "No such exercise", detail)
+    seat = await asyncio.to_thread(lti.store.seat, replace(launch, exercise=exercise_id))
+    ends_at = int(time.time() + lti.settings.lti_session_hours * 3600)
     session = Session(
         seat.user_id,
         seat.student,
@@ -125,27 +180,50 @@ async def open_launch(launch: Launch, lti: LtiService) -> Response:
         seat.course_id,
         launch.course_title,
         seat.link_id,
-        exercise.id,
+        exercise_id,
+        ends_at,
     )
-    token, _ = await asyncio.to_thread(issue, lti.keys, session)
     if launch.role == "instructor":
-        return await instructor_view(lti, session, token)
-    return RedirectResponse(f"/#lti={token}", status_code=303)
+        return await instructor_view(lti, session)
+    code, cookie = await asyncio.to_thread(issue_handoff, lti.keys, session)
+    return RedirectResponse(f"/#lti={code}", status_code=303, headers={"Set-Cookie": cookie})
 
 
-async def instructor_view(
-    lti: LtiService, session: Session, token: str, notice: str = ""
-) -> HTMLResponse:
-    course = await asyncio.to_thread(lti.store.course, session.course_id)
-    rows = await asyncio.to_thread(Outbox(lti.store).course_rows, session.course_id)
-    return instructor_page(session.course_title, course["policy"], rows, token, notice)
+class SessionInfo(BaseModel):
+    name: str
+    role: str
+    course: str
+    exercise: str
+    token: str
+    expires_at: int
+    ends_at: int  # the launch's session cannot be renewed past this
+    header: str = SESSION_HEADER
+
+
+class Handoff(BaseModel):
+    code: str
+
+
+def session_info(keys: ToolKeys, session: Session) -> SessionInfo:
+    token, renewed = issue_session(keys, session)
+    return SessionInfo(**asdict(renewed), course=renewed.course_title, token=token)
+
+
+@router.post("/session", response_model=SessionInfo)
+async def lti_handoff(body: Handoff, request: Request, lti: Lti) -> SessionInfo:
+    """The page's first session, for the handoff code of the launch this browser made."""
+    session = await asyncio.to_thread(take_handoff, lti.keys, body.code, request.cookies)
+    if session is None:
+        detail = "This sign-in link belongs to another browser or has expired. " + RELAUNCH
+        raise HTTPException(403, detail)
+    return await asyncio.to_thread(session_info, lti.keys, session)
 
 
 @router.post("/instructor", response_class=HTMLResponse)
-async def instructor(request: Request, lti: Lti) -> Response:
+async def lti_instructor(request: Request, lti: Lti) -> Response:
     """The instructor view again, after choosing best or latest, or asking to retry."""
     form = await params_of(request)
-    session = await asyncio.to_thread(verify, lti.keys, form.get("session"))
+    session = await asyncio.to_thread(verify_session, lti.keys, form.get("session"))
     if session is None or session.role != "instructor":
         detail = "Your session has expired or is not an instructor's. " + RELAUNCH
         return refusal_page(Refused(403, "Instructors only", detail))
@@ -157,5 +235,66 @@ async def instructor(request: Request, lti: Lti) -> Response:
         count = await asyncio.to_thread(Outbox(lti.store).retry_failed, session.course_id)
         lti.passback.wake()
         notice = f"{count} score(s) will be posted again."
-    token, _ = await asyncio.to_thread(issue, lti.keys, session)
-    return await instructor_view(lti, session, token, notice)
+    return await instructor_view(lti, session, notice)
+
+
+async def instructor_view(lti: LtiService, session: Session, notice: str = "") -> HTMLResponse:
+    token, _ = await asyncio.to_thread(issue_session, lti.keys, session)
+    policy = await asyncio.to_thread(lti.store.course_policy, session.course_id)
+    rows = await asyncio.to_thread(Outbox(lti.store).course_rows, session.course_id)
+    return instructor_page(session.course_title, policy, rows, token, notice)
+
+
+async def lti_session(
+    request: Request,
+    x_lti_session: Annotated[str | None, Header(description="The launch's session token.")] = None,
+) -> Session:
+    session = await asyncio.to_thread(verify_session, get_lti(request).keys, x_lti_session)
+    if session is None:
+        raise HTTPException(401, EXPIRED)
+    return session
+
+
+LtiSession = Annotated[Session, Depends(lti_session)]
+
+
+@api_router.get("/session", response_model=SessionInfo)
+async def lti_renew(request: Request, session: LtiSession) -> SessionInfo:
+    return await asyncio.to_thread(session_info, get_lti(request).keys, session)
+
+
+@api_router.post(
+    "/submit", response_model=SubmissionView, responses={202: {"description": "Poll."}}
+)
+async def lti_submit(
+    body: RunRequest, request: Request, session: LtiSession, service: Service, response: Response
+) -> SubmissionView:
+    """Grade every tier; once graded, the course's score is posted to the LMS. The
+    service's own Submit (intake.accept); the one addition is the outbox row, written in
+    the submission's transaction."""
+    if body.exercise not in (None, session.exercise):
+        raise HTTPException(422, f"This link opens exercise {session.exercise!r} only.")
+    outbox_row = row_writer(session.user_id, session.link_id)
+    intake = Intake("submit", body.code, session.exercise, session.student, also=outbox_row,
+                    shown_name=session.name)  # fmt: skip
+    view = await accept(service, response, intake)
+    if view.status in ("done", "ungradable"):
+        get_lti(request).passback.wake()
+    return view
+
+
+@api_router.get("/submissions", response_model=SubmissionList)
+async def lti_submissions(session: LtiSession, service: Service) -> SubmissionList:
+    listed = service.store.list_submissions
+    found = await asyncio.to_thread(listed, session.student, session.exercise)
+    items = [SubmissionItem.model_validate(s, from_attributes=True) for s in found]
+    return SubmissionList(student=session.name, submissions=items)
+
+
+@api_router.get("/submissions/{submission_id}", response_model=SubmissionView)
+async def lti_submission(submission_id: str, session: LtiSession, service: Service):
+    get = service.store.get
+    found = await asyncio.to_thread(get, submission_id) if is_id(submission_id) else None
+    if found is None or found.submission.student != session.student:
+        raise HTTPException(404, "No submission with this id is visible to you.")
+    return await view_of(service, found, session.name)

@@ -66,6 +66,7 @@ class FakeLms:
         self.scores_status: int | None = None
         self.down = False
         self.jwks_down = False
+        self.jwks_fetches = 0
         self.exercise: str | None = None  # the link's target names this exercise
         self.problems: list[str] = []  # what the tool got wrong, as this LMS saw it
         self.nonces: list[str] = []
@@ -191,6 +192,7 @@ class FakeLms:
 
         @app.get("/jwks")
         def jwks() -> Response:
+            self.jwks_fetches += 1
             if self.jwks_down:
                 return JSONResponse({"error": "maintenance"}, 503)
             return JSONResponse({"keys": [k.as_dict(private=False) for k in self.keys]})

@@ -8,6 +8,8 @@ import httpx
 import pytest
 from test_lti_launch import session_of
 
+from grader.service.lti import Outbox
+
 pytestmark = pytest.mark.service
 
 PASSING = "def gspo_loss(*a):\n    return 1.0\n"  # the FakeGrader passes it: 20 / 20
@@ -35,8 +37,6 @@ def wait_for(condition, seconds: float = 15.0, message: str = "condition") -> No
 
 
 def outbox_states(tool) -> list[str]:
-    from grader.service.lti.outbox import Outbox
-
     return [row.state for row in Outbox(tool.lti.store).course_rows(1)]
 
 

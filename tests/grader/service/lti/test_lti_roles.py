@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader.service.lti.roles import role_of
+from grader.service.lti import role_of
 
 LIS = "http://purl.imsglobal.org/vocab/lis/v2/"
 

@@ -7,8 +7,7 @@ import threading
 
 import pytest
 
-from grader.service.lti.outbox import Outbox, row_writer
-from grader.service.lti.store import Entry, LoginState, LtiStore, later
+from grader.service.lti import Launch, LoginState, LtiStore, Outbox, later, row_writer
 from grader.store import Admission, GradingResult, Submission, now, open_store
 
 
@@ -34,7 +33,7 @@ def test_a_login_state_is_taken_once_by_any_node(two_nodes):
     a, b = (LtiStore(s.engine) for s in two_nodes)
     platform_id = registered(a)
     state = LoginState("s1", "n1", platform_id, "https://tool/lti/launch", "u1", None, later(600))
-    a.add_state(state)
+    assert a.add_state(state, 10)
     assert b.peek_state("s1") == state
     taken = []
     threads = [
@@ -46,7 +45,7 @@ def test_a_login_state_is_taken_once_by_any_node(two_nodes):
         thread.join()
     assert sorted(map(bool, taken)) == [False, True]
     expired = LoginState("s2", "n2", platform_id, "x", "u1", None, later(-1))
-    a.add_state(expired)
+    assert a.add_state(expired, 10)
     assert b.take_state("s2") is None
     assert a.prune_states() == 0  # taking it removed it as well
 
@@ -55,8 +54,9 @@ def test_an_outbox_row_is_claimed_by_one_node_and_only_once_graded(two_nodes):
     store = two_nodes[0]
     a, b = (LtiStore(s.engine) for s in two_nodes)
     platform_id = registered(a)
-    entry = Entry(
-        platform_id, "d1", "sub-1", "Ada", "ctx", "Course", "rl", "Link", "gspo", "https://l/1"
+    entry = Launch(
+        platform_id,
+        *("d1", "sub-1", "Ada", "student", "ctx", "Course", "rl", "Link", "gspo", "https://l/1"),
     )
     seat = a.seat(entry)
     assert b.seat(entry) == seat  # the same user, course and link from any node

@@ -1,14 +1,12 @@
-"""`gspo-grader lti ...`: register LMSs and manage this tool's keys, in the service's database.
+"""`gspo-grader lti ...`: register LMSs and manage this tool's keys, in the service's
+database (GSPO_GRADER_DATABASE_URL, else the SQLite file in --data-dir; SQLite is migrated
+as the service would, PostgreSQL must be current).
 
     gspo-grader lti add-platform --issuer URL --client-id ID --deployment-id ID [...]
                                  --auth-url URL --token-url URL --jwks-url URL
                                  [--token-audience AUD] [--name NAME]
-    (each action takes --data-dir DIR)
     gspo-grader lti platforms       the registrations, and the values to give each LMS
     gspo-grader lti rotate-key      a new signing key (the previous one stays published)
-
-The database is the service's (GSPO_GRADER_DATABASE_URL, else the SQLite file in
---data-dir); SQLite is migrated as the service would, PostgreSQL must be current.
 """
 
 from __future__ import annotations
@@ -16,11 +14,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-PROG = "gspo-grader lti"
 
-
-def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog=PROG, description="LTI 1.3 registrations and keys.")
+def lti_parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="gspo-grader lti", description="LTI 1.3 registrations.")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--data-dir", default=None, help="the service's data folder (SQLite)")
     commands = root.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -44,52 +40,47 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
-def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
+def run_lti_command(argv: list[str]) -> int:
+    from grader.service.lti.rows import LtiStore
+    from grader.settings import load_settings
+    from grader.store import open_store
+
+    args = lti_parser().parse_args(argv)
     try:
-        store = open_lti_store(args.data_dir)
+        settings = load_settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
+        store = LtiStore(
+            open_store(settings.resolved_database_url, migrate=not settings.distributed).engine
+        )
     except Exception as error:  # SettingsError, DatabaseError: one line
-        return fail(str(error))
+        return _refuse(str(error))
     try:
-        return {"add-platform": add_platform, "platforms": platforms, "rotate-key": rotate_key}[
-            args.action
-        ](args, store)
+        action = {"add-platform": _add_platform, "platforms": _platforms}
+        return action.get(args.action, _rotate_key)(args, store, settings.public_url)
     finally:
         store.engine.dispose()
 
 
-def fail(message: str) -> int:
+def _refuse(message: str) -> int:
     print(f"gspo-grader: error: {message}", file=sys.stderr)
     return 2
 
 
-def open_lti_store(data_dir: str | None):
-    from grader.service.lti.store import LtiStore
-    from grader.settings import load_settings
-    from grader.store import open_store
-
-    settings = load_settings(**({"data_dir": data_dir} if data_dir else {}))
-    store = open_store(settings.resolved_database_url, migrate=not settings.distributed)
-    return LtiStore(store.engine)
-
-
-def add_platform(args: argparse.Namespace, store) -> int:
+def _add_platform(args: argparse.Namespace, store, base: str | None) -> int:
     urls = {"issuer": args.issuer, "auth_url": args.auth_url, "token_url": args.token_url}
-    urls |= {"jwks_url": args.jwks_url}
+    urls["jwks_url"] = args.jwks_url
     for name, url in urls.items():
         if not url.startswith(("https://", "http://")):
-            return fail(f"--{name.replace('_', '-')} must be a full URL; got {url!r}")
+            return _refuse(f"--{name.replace('_', '-')} must be a full URL; got {url!r}")
     values = {**urls, "client_id": args.client_id, "token_audience": args.token_audience}
     values["name"] = args.name or args.issuer
     platform, created = store.save_platform(values, args.deployment_id)
     verb = "registered" if created else "updated"
     print(f"{verb} {platform.name}: issuer {platform.issuer}, client id {platform.client_id}")
     print(f"  deployments: {', '.join(platform.deployment_ids)}")
-    print_tool_values()
-    return 0
+    return _print_tool_values(base)
 
 
-def platforms(args: argparse.Namespace, store) -> int:
+def _platforms(args: argparse.Namespace, store, base: str | None) -> int:
     found = store.platforms()
     if not found:
         print("no LMS is registered; add one with `gspo-grader lti add-platform`")
@@ -99,22 +90,18 @@ def platforms(args: argparse.Namespace, store) -> int:
         print(f"   deployments {', '.join(p.deployment_ids) or '(none)'}")
         print(f"   auth {p.auth_url}\n   token {p.token_url} (aud {p.audience})")
         print(f"   jwks {p.jwks_url}")
-    print_tool_values()
-    return 0
+    return _print_tool_values(base)
 
 
-def rotate_key(args: argparse.Namespace, store) -> int:
-    from grader.service.lti.keys import ToolKeys
+def _rotate_key(args: argparse.Namespace, store, base: str | None) -> int:
+    from grader.service.lti.credentials import ToolKeys
 
     kid = ToolKeys(store).rotate()
     print(f"new signing key {kid}; the previous key stays published at /lti/jwks")
     return 0
 
 
-def print_tool_values() -> None:
-    from grader.settings import load_settings
-
-    base = load_settings().public_url
+def _print_tool_values(base: str | None) -> int:
     shown = base or "https://YOUR-GRADER"
     print("Give the LMS these values for this tool:")
     print(f"  OIDC login URL (initiate login):  {shown}/lti/login")
@@ -123,3 +110,4 @@ def print_tool_values() -> None:
     print(f"  public key set (JWKS) URL:        {shown}/lti/jwks")
     if base is None:
         print("  (set GSPO_GRADER_PUBLIC_URL to the address the LMS reaches this service at)")
+    return 0

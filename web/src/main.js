@@ -170,16 +170,16 @@ function loadCode(code) {
 }
 
 /** Ask for the exercise's reference preview until it is drawn (a grading node draws it once
- *  per exercise version), then show it if the panel still waits for a first Run. */
-async function loadPreview(shown) {
+ *  per exercise version), then show it: alone before a first Run, or beside a report. */
+async function loadPreview(asked) {
   for (let tries = 0; tries < 60; tries += 1) {
     let answer;
     try {
-      answer = await api.preview(shown.id);
+      answer = await api.preview(asked.id);
     } catch {
       return; // an exercise without a toy, or the service is down: the panel says nothing more
     }
-    if (exercise !== shown) return;
+    if (exercise !== asked) return;
     if (answer.status === "ready") {
       preview = answer;
       if (shown)

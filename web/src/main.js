@@ -7,7 +7,7 @@ import { createEditor } from "./editor.js";
 import { h, replaceChildren } from "./dom.js";
 import { createPicker, exerciseInAddress, showInAddress } from "./exercises.js";
 import { renderHistory, submittedCode } from "./history.js";
-import { points, showBusy, showError, showIdle, showReport } from "./results.js";
+import { addPreview, points, showBusy, showError, showIdle, showReport } from "./results.js";
 import { renderStatement } from "./statement.js";
 import { storage } from "./storage.js";
 import { startLtiSession } from "./lti.js";
@@ -184,7 +184,7 @@ async function loadPreview(asked) {
       preview = answer;
       if (shown)
         show(...shown); // graded before the preview came: now beside it
-      else if (els.results.querySelector(".placeholder")) showIdle(els.results, preview);
+      else if (els.results.querySelector(".placeholder")) addPreview(els.results, preview);
       return;
     }
     await pause(POLL_MS);

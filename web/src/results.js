@@ -64,8 +64,8 @@ function previewSection(preview, note = null) {
   return preview && toySection(preview.artifacts, preview.plots, null, PREVIEW_TITLE, note);
 }
 
-/** The panel before anything was graded: the reference preview, when there is one. */
-export function showIdle(panel, preview = null) {
+/** The panel before anything was graded. */
+export function showIdle(panel) {
   stopPlots(panel);
   replaceChildren(
     panel,
@@ -74,8 +74,12 @@ export function showIdle(panel, preview = null) {
       { class: "placeholder" },
       "Press Run (Ctrl+Enter) to check the visible tests, or Submit to be graded on every tier.",
     ),
-    previewSection(preview),
   );
+}
+
+/** Add the reference preview under the idle panel's lines (a line put above stays). */
+export function addPreview(panel, preview) {
+  panel.append(previewSection(preview));
 }
 
 /** Why a report has no toy of the student's to show beside the preview. */

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from grader.sandbox import open_student
+from grader.sandbox.remote import open_student
 
 REPO = Path(__file__).resolve().parent.parent
 

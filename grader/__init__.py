@@ -1,4 +1,4 @@
-"""gspo-grader: a sandboxed, tiered grader for the GSPO paper-to-code exercise.
+"""gspo-grader: a sandboxed, tiered grader for paper-to-code exercises (any exercise folder).
 
 Pipeline stages, one subpackage each:
     sandbox/  runs the student's module in an isolated worker behind a remote-autograd proxy

@@ -6,11 +6,7 @@ then carries exactly the sentence written for the student, never pytest's assert
 introspection (which would print the tensors of hidden cases).
 
 A message part may be a function (`Text`): hints and input listings cost real work, so a
-check calls it only when it fails.
-
-    expect_close(ratio, want, "sequence_ratio", rtol=1e-7, atol=1e-9, context=batch.describe)
-    -> sequence_ratio at index [2] came out 2.7182818012; expected 2.7182818285 (differs by
-       2.7e-08, 1.0e-08 relative; tolerance rtol 1e-07, atol 1e-09); on case ...
+check calls it only when it fails. docs/instructors.md has a reference of every function.
 
 Device checks: `device_note(check, "meta")` runs a check on a device where code that reads
 tensor values cannot run; it tells a failure caused by that device alone (inconclusive: the

@@ -1,9 +1,10 @@
 """`gspo-grader`: grade submissions, list and check exercises, check the sandbox, serve.
 
     gspo-grader grade PATH [PATH...] [--exercise ID|DIR] [--mode run|submit] [--tiers T0,T2]
-                [--json FILE|-] [--gradescope FILE] [--junit FILE] [--artifacts DIR]
-                [--csv FILE] [--jobs N]
-    gspo-grader exercises | check-exercise DIR | tiers | statement   [--exercise ID|DIR]
+                [--recursive] [--json FILE|-] [--gradescope FILE] [--junit FILE]
+                [--artifacts DIR] [--csv FILE] [--jobs N] [--verbose]
+    gspo-grader check-exercise DIR [--corpus] [--verbose]
+    gspo-grader exercises | tiers | statement   [--exercise ID|DIR]
     gspo-grader doctor
     gspo-grader serve [--host 127.0.0.1] [--port 8000] [--data-dir DIR]
     gspo-grader worker [--concurrency N] [--metrics-port PORT]   (GSPO_GRADER_DATABASE_URL)
@@ -13,6 +14,8 @@
 Exit status: 0 every graded submission passed (or every check held); 1 one failed (a syntax
 error and a timeout count as failures); 2 the command itself was wrong (a missing path, an
 unknown tier or exercise, a broken manifest, a sandbox weaker than GSPO_GRADER_SANDBOX_REQUIRE).
+Results go to stdout; grade and check-exercise log only warnings and errors to stderr (the
+judges' too), unless --verbose.
 """
 
 from __future__ import annotations
@@ -20,15 +23,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import sys
 from pathlib import Path
 
 from grader.exercise import Exercise, ExerciseError, catalog, find_exercise
-from grader.judge.registry import TierRegistryError, load_tiers, parse_tier_list
-from grader.sandbox.isolation import IsolationError, check_required, detect_isolation
+from grader.judge import TierRegistryError, load_tiers, parse_tier_list
+from grader.sandbox import IsolationError, check_required, detect_isolation
 
 PROG = "gspo-grader"
+LOG_LEVEL = "GSPO_GRADER_LOG_LEVEL"  # the judges' log level (grader/judge/process.py)
 
 
 class UsageProblem(Exception):
@@ -40,8 +45,11 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     exercise = argparse.ArgumentParser(add_help=False)
     exercise.add_argument("--exercise", default=None, help="an exercise id or folder")
-    grade = commands.add_parser("grade", parents=[exercise], help="grade files or folders")
+    verbose = argparse.ArgumentParser(add_help=False)
+    verbose.add_argument("--verbose", "-v", action="store_true", help="log at INFO to stderr")
+    grade = commands.add_parser("grade", parents=[exercise, verbose], help="grade files")
     grade.add_argument("paths", nargs="+", metavar="PATH", help="a .py file or a folder")
+    grade.add_argument("--recursive", "-r", action="store_true", help="and their subfolders")
     grade.add_argument("--mode", choices=("run", "submit"), default="submit")
     grade.add_argument("--tiers", default=None, help="only these tiers, e.g. T0,T2")
     grade.add_argument("--json", dest="json_out", metavar="FILE|-", help="Report JSON")
@@ -51,8 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("--csv", metavar="FILE", help="gradebook, one row per submission")
     grade.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="parallel gradings")
     commands.add_parser("exercises", help="list the exercises this installation serves")
-    check = commands.add_parser("check-exercise", help="check an exercise folder")
+    check = commands.add_parser("check-exercise", parents=[verbose], help="check an exercise")
     check.add_argument("folder", metavar="DIR", help="the exercise's folder")
+    check.add_argument("--corpus", action="store_true", help="grade its corpus too")
     commands.add_parser("tiers", parents=[exercise], help="list the tiers and their tests")
     commands.add_parser("statement", parents=[exercise], help="print the exercise statement")
     commands.add_parser("doctor", help="show the sandbox's isolation and the versions")
@@ -87,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         "lti": cmd_lti,
     }
     try:
-        return handlers[args.command](args)
+        with _logging(getattr(args, "verbose", None)):
+            return handlers[args.command](args)
     except (UsageProblem, TierRegistryError, ExerciseError, IsolationError) as error:
         print(f"{PROG}: error: {_one_line(str(error))}", file=sys.stderr)
         return 2
@@ -96,19 +106,40 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+@contextlib.contextmanager
+def _logging(verbose: bool | None):
+    """For a command with --verbose: this process's log and its judges' (through
+    GSPO_GRADER_LOG_LEVEL) go to stderr at INFO, or at WARNING without it; put back after."""
+    level, saved = "info" if verbose else "warning", os.environ.get(LOG_LEVEL)
+    handler, root = logging.StreamHandler(sys.stderr), logging.getLogger()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    before = root.level
+    if verbose is not None:
+        root.addHandler(handler)
+        root.setLevel(level.upper())
+        os.environ[LOG_LEVEL] = level
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(before)
+        os.environ.pop(LOG_LEVEL, None)
+        os.environ.update({LOG_LEVEL: saved} if saved is not None else {})
+
+
 def _one_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return "; ".join(lines[:3]) if lines else "unknown problem"
 
 
 # ---- grade ------------------------------------------------------------------------------
-def submission_paths(names: list[str]) -> list[Path]:
-    """Files as given; folders as their *.py files (sorted, not recursive)."""
+def submission_paths(names: list[str], recursive: bool = False) -> list[Path]:
+    """Files as given; folders as their *.py files, sorted (and their subfolders' too)."""
     paths: list[Path] = []
     for name in names:
         path = Path(name)
         if path.is_dir():
-            found = sorted(p for p in path.glob("*.py") if p.is_file())
+            found = sorted(p for p in path.glob("**/*.py" if recursive else "*.py") if p.is_file())
             if not found:
                 raise UsageProblem(f"{name}: folder holds no .py submission")
             paths += found
@@ -120,10 +151,10 @@ def submission_paths(names: list[str]) -> list[Path]:
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
-    from grader.judge.grader import ProgressBar, grade_files
+    from grader.judge import ProgressBar, grade_files
 
     exercise = find_exercise(args.exercise)
-    paths = submission_paths(args.paths)
+    paths = submission_paths(args.paths, args.recursive)
     tiers = parse_tier_list(args.tiers, load_tiers(exercise.tiers_file))
     if len(paths) > 1 and (args.gradescope or args.junit):
         raise UsageProblem("--gradescope and --junit take a single submission")
@@ -143,9 +174,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 
 def _write_outputs(args: argparse.Namespace, exercise: Exercise, reports: list) -> None:
-    from grader.report.gradebook import write_gradebook
-    from grader.report.gradescope import write_gradescope
-    from grader.report.junit import write_junit
+    from grader.report import write_gradebook, write_gradescope, write_junit
 
     if args.json_out:
         data = [r.model_dump(mode="json") for r in reports]
@@ -172,8 +201,7 @@ def _write(target: str, text: str) -> None:
 
 
 def _print_human(reports: list) -> None:
-    from grader.report import score_text
-    from grader.report.text import render_text, use_colour
+    from grader.report import render_text, score_text, use_colour
 
     colour = use_colour(sys.stdout)
     if len(reports) == 1:
@@ -222,7 +250,7 @@ def cmd_check_exercise(args: argparse.Namespace) -> int:
     if not folder.is_dir():
         raise UsageProblem(f"{args.folder}: no such folder")
     failed = 0
-    for check in check_exercise(folder):
+    for check in check_exercise(folder, corpus=args.corpus):
         failed += not check.ok
         print(f"[{'ok' if check.ok else 'FAIL'}] {check.name}: {check.detail}")
     print(f"{PROG}: {'every check holds' if not failed else f'{failed} check(s) failed'}")
@@ -235,13 +263,15 @@ def cmd_tiers(args: argparse.Namespace) -> int:
     exercise = find_exercise(args.exercise)
     tiers = load_tiers(exercise.tiers_file)
     tests = inventory(exercise)
-    print(f"{'ID':<5}{'Title':<32}{'Points':>7}  {'Visibility':<11}Tests")
     for tier in tiers:
         mine = [test for test in tests if test.tier.id == tier.id]
         hidden = sum(test.hidden for test in mine)
-        count = f"{len(mine)}" + (f" ({hidden} hidden)" if hidden else "")
-        count += "  (warning: no tests)" if not mine else ""
-        print(f"{tier.id:<5}{tier.title:<32}{tier.points:>7g}  {tier.visibility:<11}{count}")
+        count = f"{len(mine)} test{'s' * (len(mine) != 1)}" + f", {hidden} hidden" * bool(hidden)
+        print(f"{tier.id} {tier.title} ({tier.points:g} points, {tier.visibility}; {count})")
+        if not mine:
+            print("    warning: no tests")
+        for test in mine:
+            print(f"    {'hidden ' if test.hidden else 'visible'}  {test.id}  {test.name}")
     print(f"Total: {sum(t.points for t in tiers):g} points, {len(tests)} tests")
     return 0
 
@@ -261,7 +291,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     import torch
 
     from grader import __version__
-    from grader.sandbox.isolation import doctor_report
+    from grader.sandbox import doctor_report
 
     print(doctor_report())
     print("Versions:")
@@ -272,6 +302,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     print("Exercises:")
     for exercise in catalog().values():
         print(f"  {exercise.id}: {exercise.root}")
+    from grader.service.file_modes import wider_than_private
+    from grader.settings import load_settings
+
+    with _service_problems():
+        data_dir = load_settings().data_dir
+    open_to_others = wider_than_private(data_dir)
+    print(f"Data folder: {data_dir}" + ("" if open_to_others else " (private to this user)"))
+    for line in open_to_others:
+        print(f"  WARNING: {line}")
     return 0
 
 

@@ -74,6 +74,7 @@ class Exercise:
     functions: tuple[Function, ...]
     plots: tuple[Artifact, ...] = ()
     tables: tuple[Artifact, ...] = ()
+    corpus_counts: tuple[int, int] | None = None  # [corpus]: (correct, wrong) files it holds
 
     @property
     def function_names(self) -> tuple[str, ...]:
@@ -129,7 +130,8 @@ def _versioned(path: Path) -> bool:
     return "__pycache__" not in path.parts and path.suffix != ".pyc"
 
 
-_TOP = {"id", "title", "paper", "section", "url", "starter", "reference", "functions", "artifacts"}
+_TOP = {"id", "title", "paper", "section", "url", "starter", "reference", "functions"}
+_TOP |= {"artifacts", "corpus"}
 _REQUIRED = ("id", "title", "paper", "section", "starter", "reference", "functions")
 
 
@@ -163,7 +165,19 @@ def load_exercise(folder: Path | str) -> Exercise:
         functions=_functions(path, data["functions"]),
         plots=_artifacts(path, "plots", artifacts.get("plots", []), "alt"),
         tables=_artifacts(path, "tables", artifacts.get("tables", []), "caption"),
+        corpus_counts=_corpus(path, data.get("corpus")),
     )
+
+
+def _corpus(path: Path, table: object) -> tuple[int, int] | None:
+    """[corpus] correct = N, wrong = M: how many files check-exercise --corpus expects."""
+    if table is None:
+        return None
+    _fields(path, "[corpus]", table, {"correct", "wrong"}, ("correct", "wrong"))
+    counts = (table["correct"], table["wrong"])
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
+        raise ExerciseError(f"{path}: [corpus] correct and wrong must be counts >= 0; got {table}")
+    return counts
 
 
 def _fields(path: Path, where: str, table: object, known: set, required: tuple) -> None:

@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from grader.exercise import REPO_ROOT
 
 ENV_PREFIX = "GSPO_GRADER_"
+MIN_TOKEN_CHARS = 32
 
 
 class SettingsError(ValueError):
@@ -54,13 +55,26 @@ class Settings(BaseSettings):
     lti_session_hours: float = Field(8.0, gt=0, le=24 * 7)  # a launch's session, renewals and all
     lti_logins_per_address: int = Field(300, ge=1, le=100_000)  # live LTI logins (10 min each)
     lti_key_set_refetch_seconds: float = Field(60.0, ge=0, le=3600)  # an LMS's key set, at most
+    # origins besides the registered LMSs' that may frame the page, space separated (an LMS
+    # whose pages are on another origin than its issuer, e.g. https://school.instructure.com)
+    frame_origins: str = ""
+    docs: bool = True  # /docs, /openapi.json: Swagger UI from the page's build, never a CDN
+    # HTTP: uvicorn's caps (the reverse proxy adds read timeouts: docs/deploy.md)
+    http_max_connections: int = Field(1000, ge=1, le=100_000)  # then 503
+    http_keep_alive_seconds: int = Field(5, ge=1, le=300)  # an idle connection is closed
+    http_max_header_bytes: int = Field(64 * 1024, ge=1024, le=1024 * 1024)
+    instructor_failures_per_minute: int = Field(10, ge=1, le=10_000)  # per address, then 429
 
     @field_validator("instructor_token")
     @classmethod
     def _token_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
-        """An empty token would be a trivially guessable password; treat it as a mistake."""
-        if value is not None and len(value.get_secret_value()) < 16:
-            raise ValueError("the instructor token must be at least 16 characters")
+        """A short token could be guessed; refuse to start, saying how to make a good one."""
+        if value is not None and len(value.get_secret_value()) < MIN_TOKEN_CHARS:
+            raise ValueError(
+                f"the instructor token must be at least {MIN_TOKEN_CHARS} characters, not "
+                f"{len(value.get_secret_value())}; generate one with: "
+                'python -c "import secrets; print(secrets.token_urlsafe(32))"'
+            )
         return value
 
     @field_validator("public_url")
@@ -96,7 +110,7 @@ class Settings(BaseSettings):
 
     def sandbox_limits(self):
         """The sandbox limits, from GSPO_GRADER_SANDBOX_* (checked here, at start-up)."""
-        from grader.sandbox.worker.contract import Limits
+        from grader.sandbox import Limits
 
         return Limits.from_env()
 

@@ -1,4 +1,5 @@
-// Build the page into dist/: index.html, app.js, app.css and the KaTeX fonts the CSS names.
+// Build the page into dist/: index.html, app.js, app.css and the KaTeX fonts the CSS names;
+// and the API reference into dist/docs/: Swagger UI's files from npm, served at /docs.
 // Runs offline once `npm ci` has installed esbuild and the libraries.
 
 import { copyFile, mkdir, rm } from "node:fs/promises";
@@ -25,6 +26,17 @@ const result = await esbuild.build({
   logLevel: "warning",
 });
 await copyFile(join(here, "index.html"), join(dist, "index.html"));
+const swagger = join(here, "node_modules", "swagger-ui-dist");
+await mkdir(join(dist, "docs"));
+for (const [from, name] of [
+  [join(here, "docs", "index.html"), "index.html"],
+  [join(here, "docs", "init.js"), "init.js"],
+  [join(swagger, "swagger-ui-bundle.js"), "swagger-ui-bundle.js"],
+  [join(swagger, "swagger-ui.css"), "swagger-ui.css"],
+  [join(swagger, "LICENSE"), "swagger-ui.LICENSE.txt"],
+]) {
+  await copyFile(from, join(dist, "docs", name));
+}
 const sizes = Object.entries(result.metafile.outputs)
   .filter(([name]) => /\.(js|css)$/.test(name))
   .map(([name, info]) => `${name.replace(`${here}/`, "")} ${(info.bytes / 1024).toFixed(0)} KiB`);

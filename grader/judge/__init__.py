@@ -1,4 +1,4 @@
-"""The judge: tier registry, the pytest sessions the tier suites run in, and the Grader.
+"""The judge: tier registry, the Grader and its judge processes (no torch, no pytest here).
 
     from grader.judge import Grader, grade
 
@@ -8,32 +8,18 @@
 
 One Submit, hop by hop: Grader.grade (grader.py) -> JudgeClient.grade (client.py, over the
 link of link.py) -> the judge process's loop (process.py) -> Judge.grade and the prepared
-pytest session (engine.py) -> the tier tests, with the fixtures of plugin.py and the
-Grading of grading.py -> the sandboxed student (grader.sandbox) -> Grading.report -> back.
+pytest session (engine/) -> the tier tests, with the fixtures of engine/plugin.py and the
+GradingRun of engine/grading_run.py -> the sandboxed student (grader.sandbox.remote) ->
+GradingRun.report -> back, with the GradingStats (stats.py) beside the Report.
 
-Names are imported lazily so that `import grader.judge.registry` (the CLI's `tiers`, the
-service's exercise page) does not pay for torch and pytest.
+What runs inside a judge process (pytest, torch) is `grader.judge.engine`; importing this
+face loads neither, so the CLI's `tiers` and the service's API nodes stay light.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import Any
-
-_EXPORTS = {
-    "Grader": "grader.judge.grader",
-    "grade": "grader.judge.grader",
-    "grade_files": "grader.judge.grader",
-    "GradingRequest": "grader.judge.link",
-    "load_tiers": "grader.judge.registry",
-    "Tier": "grader.judge.registry",
-    "TierRegistryError": "grader.judge.registry",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'grader.judge' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+from grader.judge.client import JudgeClient, JudgeFailed, JudgeTimeout
+from grader.judge.failures import failed_report, grader_error, grading_timeout
+from grader.judge.grader import MODES, Grader, ProgressBar, grade, grade_files
+from grader.judge.link import GradingRequest, LinkClosed
+from grader.judge.registry import Tier, TierRegistryError, load_tiers, parse_tier_list, runs
+from grader.judge.stats import COUNTERS, GradingStats
+from grader.judge.stderr_relay import StderrRelay

@@ -17,9 +17,10 @@ import sys
 from multiprocessing.connection import Connection
 
 from grader.judge.link import GradingRequest, LinkClosed, receive, send
+from grader.judge.stats import GradingStats
 from grader.judge.stderr_relay import StderrRelay
 from grader.report import Report
-from grader.sandbox.worker.contract import WAITS, Limits
+from grader.sandbox import WAITS, Limits
 
 
 class JudgeFailed(RuntimeError):
@@ -67,8 +68,8 @@ class JudgeClient:
             raise JudgeFailed(f"the judge process sent {message!r} instead of ready")
         self.grading_wall_seconds = float(message["grading_wall_seconds"])
 
-    def grade(self, request: GradingRequest) -> Report:
-        """The judge's Report for `request`, or JudgeTimeout / JudgeFailed."""
+    def grade(self, request: GradingRequest) -> tuple[Report, GradingStats]:
+        """The judge's Report for `request` and its stats, or JudgeTimeout / JudgeFailed."""
         self.gradings += 1
         timeout = 2 * self.grading_wall_seconds + WAITS.judge_margin_s
         try:
@@ -83,7 +84,8 @@ class JudgeClient:
             raise JudgeFailed(f"the judge process died: {detail}") from None
         if "report" not in message:
             raise JudgeFailed(f"the judge process failed: {message.get('error', message)}")
-        return Report.model_validate_json(message["report"])
+        stats = GradingStats.from_dict(message.get("stats") or {})
+        return Report.model_validate_json(message["report"]), stats
 
     def alive(self) -> bool:
         return self.process.poll() is None

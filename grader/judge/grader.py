@@ -1,6 +1,6 @@
 """Grade submissions: a warm `Grader` (the service, bulk runs), or `grade()` once (cold).
 
-    with Grader(pool_size=2) as grader:
+    with Grader(pool_size=2, on_stats=count) as grader:   # count(report, GradingStats)
         grader.wait_ready()
         report = grader.grade(source, mode="run", exercise="gspo")   # thread-safe
 
@@ -9,6 +9,10 @@ the tier suites once, graded every exercise's reference once to warm every code 
 keeps a sandboxed worker started ahead. A grading then costs only its tests. A judge is
 recycled after `recycle_after` gradings to bound any slow leak, and replaced when it dies.
 
+Edits take effect: a grading whose exercise's version (exercise_version) differs from the one
+the judges loaded restarts them all and waits for one that loaded the new version; gradings
+already running finish on the old one.
+
 The judges are trusted: student code only ever runs in their sandboxed workers. Whatever
 goes wrong inside (a judge dies, hangs, fails to start), `grade` returns a Report that says
 so; it raises only for a request that names no exercise (ExerciseError) or a bad mode.
@@ -16,6 +20,7 @@ so; it raises only for a request that names no exercise (ExerciseError) or a bad
 
 from __future__ import annotations
 
+import logging
 import queue
 import sys
 import threading
@@ -25,14 +30,16 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import TextIO
 
-from grader.exercise import find_exercise
+from grader.exercise import Exercise, catalog, exercise_version, find_exercise, refresh_catalog
 from grader.judge.client import JudgeClient, JudgeFailed, JudgeTimeout
 from grader.judge.failures import failed_report, grader_error, grading_timeout
 from grader.judge.link import GradingRequest
+from grader.judge.stats import GradingStats
 from grader.report import Report
-from grader.sandbox.worker.contract import WAITS, Limits
+from grader.sandbox import WAITS, Limits
 
 MODES = ("run", "submit")
+log = logging.getLogger(__name__)
 
 
 class Grader:
@@ -47,12 +54,14 @@ class Grader:
         warm: bool = True,
         one_shot: bool = False,
         spare_workers: int = 1,
+        on_stats: Callable[[Report, GradingStats], None] | None = None,
     ):
         if pool_size < 1:
             raise ValueError(f"pool_size must be at least 1; got {pool_size}")
         self.pool_size = pool_size
         self.limits = limits  # None: the judges read GSPO_GRADER_SANDBOX_* themselves
         self.recycle_after = recycle_after
+        self.on_stats = on_stats  # called after each grading a judge ran (stats.py)
         self._judge_options = {"warm": warm, "one_shot": one_shot, "spare_workers": spare_workers}
         self._idle: queue.Queue[JudgeClient | JudgeFailed] = queue.Queue()
         self._lock = threading.Lock()
@@ -60,6 +69,9 @@ class Grader:
         self._counts = {"ready": 0, "busy": 0, "graded": 0, "judge_failures": 0, "recycled": 0}
         self._closed = self._started = False
         self.start_error: JudgeFailed | None = None  # why the last judge failed to start
+        self._versions: dict[Path, str] = {}  # each exercise's version as the judges loaded it
+        self._generation = 0  # bumped by each edit seen: older judges are restarted
+        self._born: dict[JudgeClient, int] = {}  # each judge's generation
 
     # ---- life cycle ----------------------------------------------------------------
     def start(self) -> Grader:
@@ -68,6 +80,8 @@ class Grader:
             if self._started:
                 return self
             self._started = True
+        for exercise in catalog().values():
+            self._versions[exercise.root] = exercise_version(exercise)
         for _ in range(self.pool_size):
             self._spawn()
         return self
@@ -121,7 +135,7 @@ class Grader:
         """Grade one submission; blocks until a judge is free. See the module docstring."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
-        folder = find_exercise(exercise)  # ExerciseError for an unknown one
+        folder = self._current(find_exercise(exercise), exercise)  # ExerciseError: unknown
         request = GradingRequest(
             source=source,
             exercise=str(folder.root) if exercise not in (None, folder.id) else folder.id,
@@ -138,7 +152,7 @@ class Grader:
             error = grader_error("the judge could not start", [str(judge)])
             return failed_report(folder, mode, tiers, name, grader_error=error)
         try:
-            return judge.grade(request)
+            report, stats = judge.grade(request)
         except JudgeTimeout:
             limit = judge.grading_wall_seconds
             return failed_report(folder, mode, tiers, name, submission_error=grading_timeout(limit))
@@ -147,6 +161,23 @@ class Grader:
             return failed_report(folder, mode, tiers, name, grader_error=problem)
         finally:
             self._give_back(judge)
+        if self.on_stats is not None:
+            self.on_stats(report, stats)
+        return report
+
+    def _current(self, folder: Exercise, asked: str | None) -> Exercise:
+        """The exercise as its folder is now; an edit since the judges loaded it restarts them."""
+        version = exercise_version(folder)
+        with self._lock:
+            before = self._versions.setdefault(folder.root, version)
+            self._versions[folder.root] = version
+            self._generation += before != version
+        if before == version:
+            return folder
+        log.info("exercise %s changed (version %s -> %s): new gradings use the new version",
+                 folder.id, before, version)  # fmt: skip
+        refresh_catalog()
+        return find_exercise(asked)
 
     def _count(self, **changes: int) -> None:
         with self._lock:
@@ -154,23 +185,33 @@ class Grader:
                 self._counts[key] += change
 
     def _take(self) -> JudgeClient | JudgeFailed:
-        judge = self._idle.get()
+        """An idle judge that loaded the exercises as they are now (older ones restart)."""
+        while isinstance(judge := self._idle.get(), JudgeClient) and self._stale(judge):
+            self._count(ready=-1)
+            self._replace(judge, recycled=1)
         if isinstance(judge, JudgeClient):
             self._count(ready=-1, busy=1)
         return judge
+
+    def _stale(self, judge: JudgeClient) -> bool:
+        return self._born.get(judge, 0) < self._generation
+
+    def _replace(self, judge: JudgeClient, **counts: int) -> None:
+        self._count(**counts)
+        with self._lock:
+            self._judges.discard(judge)
+            self._born.pop(judge, None)
+        judge.close()
+        self._spawn()
 
     def _give_back(self, judge: JudgeClient) -> None:
         self._count(busy=-1, graded=1)
         if self._closed:
             judge.close()
             return
-        if not judge.alive() or judge.gradings >= self.recycle_after:
+        if not judge.alive() or judge.gradings >= self.recycle_after or self._stale(judge):
             alive = judge.alive()
-            self._count(judge_failures=int(not alive), recycled=int(alive))
-            with self._lock:
-                self._judges.discard(judge)
-            judge.close()
-            self._spawn()
+            self._replace(judge, judge_failures=int(not alive), recycled=int(alive))
             return
         self._count(ready=1)
         self._idle.put(judge)
@@ -180,10 +221,12 @@ class Grader:
         threading.Thread(target=self._start_one, name="judge-start", daemon=True).start()
 
     def _start_one(self) -> None:
+        generation = self._generation  # before the judge reads any exercise file
         try:
             judge = JudgeClient(self.limits, **self._judge_options)
             with self._lock:
                 self._judges.add(judge)
+                self._born[judge] = generation
             judge.wait_ready()
         except (JudgeFailed, OSError) as error:
             failure = error if isinstance(error, JudgeFailed) else JudgeFailed(str(error))

@@ -7,7 +7,8 @@ finished Report. Free of torch and pytest: the service imports it.
 
     judge -> grader   {"ready": true, "pid": N, "grading_wall_seconds": S}   once, warm
     grader -> judge   {"op": "grade", <GradingRequest fields>}
-    judge -> grader   {"report": "<Report as JSON>"} | {"error": "<traceback>"}
+    judge -> grader   {"report": "<Report as JSON>", "stats": {GradingStats}}
+                      | {"error": "<traceback>"}
     grader -> judge   {"op": "exit"} (or EOF)                                the judge exits
 """
 

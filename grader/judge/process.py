@@ -1,7 +1,7 @@
 """A judge process: `python -m grader.judge.process --fd N [--limits JSON] [--warm] [--one-shot]`.
 
 A plain loop: receive a request, grade it, send the report, then collect the next pytest
-session while nobody waits (see engine.py; the messages are in link.py). With --warm it
+session while nobody waits (see engine/; the messages are in link.py). With --warm it
 first grades every exercise's reference once, so no student pays for a first import; it
 keeps sandboxed workers started ahead (a WorkerPool), and --one-shot starts one worker and
 no replacement (the CLI grading a single file).
@@ -21,8 +21,7 @@ from multiprocessing.connection import Connection
 
 from grader.exercise import catalog
 from grader.judge.link import GradingRequest, LinkClosed, receive, send
-from grader.sandbox import Limits, WorkerPool
-from grader.sandbox.worker.contract import WAITS
+from grader.sandbox import WAITS, Limits, WorkerPool
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -35,7 +34,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
+def run_judge(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the engine names its one plugin
     link = Connection(args.fd)
@@ -73,7 +72,8 @@ def _serve(link: Connection, judge) -> None:
     while (message := receive(link)).get("op") == "grade":
         request = GradingRequest.from_message(message)
         try:
-            answer = {"report": judge.grade(request).model_dump_json()}
+            report, stats = judge.grade(request)
+            answer = {"report": report.model_dump_json(), "stats": stats.as_dict()}
         except Exception:  # a bug of ours: say so, keep serving
             answer = {"error": traceback.format_exc(limit=8)}
         send(link, answer)
@@ -108,4 +108,4 @@ def _single_threaded_torch() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_judge())

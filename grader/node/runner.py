@@ -19,7 +19,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from functools import cache
 
 from grader.exercise import catalog, exercise_version
 from grader.node.drawing import draw_pngs, reference_preview
@@ -36,7 +35,7 @@ POLL_S = 0.5  # a node with nothing to do looks again this often (PostgreSQL als
 def ungradable_report(mode: str, exercise_id: str, detail: str) -> Report:
     """The one report of a grading the grader could not finish: its declared tiers at zero,
     and a grader error that says it is not the student's fault."""
-    from grader.judge.failures import failed_report, grader_error
+    from grader.judge import failed_report, grader_error
 
     error = grader_error("the grader failed on every attempt; it was not graded", [detail])
     exercise = catalog().get(exercise_id)
@@ -55,9 +54,9 @@ def verdict_of(report: Report, version: str | None = None) -> GradingResult:
     )
 
 
-@cache
 def version_of(exercise_id: str) -> str | None:
-    """The version this node grades an exercise at (its judges loaded it at start)."""
+    """The exercise's version now, read just before grading: the Grader grades with judges
+    that loaded this version (an edit of the folder restarts them)."""
     exercise = catalog().get(exercise_id)
     return exercise_version(exercise) if exercise is not None else None
 
@@ -128,7 +127,8 @@ class GradingNode:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
-        self._plots.submit(self._draw_previews)
+        for exercise_id in catalog():
+            self._plots.submit(self._draw_preview, exercise_id, version_of(exercise_id))
 
     def wake(self) -> None:
         """A grading was queued: a waiting claim loop looks at once."""
@@ -183,6 +183,7 @@ class GradingNode:
     def run(self, job: Job) -> None:
         """Grade a claimed grading and write its report (or queue it again after a fault)."""
         start = time.perf_counter()
+        version = version_of(job.exercise)
         report = self._grade(job)
         seconds = time.perf_counter() - start
         if report.grader_error is not None and job.attempts < MAX_ATTEMPTS:
@@ -192,11 +193,12 @@ class GradingNode:
                 self.metrics.observe_retry()
                 self.wake()
             return
-        verdict = verdict_of(report, version_of(job.exercise))
+        verdict = verdict_of(report, version)
         if self.store.finish(job.grading_id, verdict):
             self.metrics.observe_grading(job.kind, outcome_label(report), seconds)
             self.on_finished(job.grading_id)
             self._plots.submit(self._draw_plots, job.exercise, report)
+            self._plots.submit(self._draw_preview, job.exercise, version)  # an edited exercise
 
     def _grade(self, job: Job) -> Report:
         name = job.submission_id if job.kind == "submit" else None
@@ -206,20 +208,19 @@ class GradingNode:
             log.exception("the grader raised on %s", job.grading_id)
             return ungradable_report(job.kind, job.exercise, f"{type(error).__name__}: {error}")
 
-    def _draw_previews(self) -> None:
-        """Each exercise's reference preview, once per exercise version, on the plot thread
+    def _draw_preview(self, exercise_id: str, version: str | None) -> None:
+        """The exercise's reference preview, once per exercise version, on the plot thread
         (a grading never waits for it)."""
-        for exercise in catalog().values():
-            if self._stop.is_set():
-                return
-            key = preview_key(exercise.id, version_of(exercise.id))
-            if not exercise.experiment.is_file() or self.store.has_plots(key):
-                continue
-            try:
+        exercise = catalog().get(exercise_id)
+        key = preview_key(exercise_id, version)
+        if self._stop.is_set() or exercise is None or not exercise.experiment.is_file():
+            return
+        try:
+            if not self.store.has_plots(key):
                 self.store.save_plots(key, reference_preview(exercise, self.draw))
-            except Exception:
-                if not self._stop.is_set():  # a closed node's store is gone: nothing to say
-                    log.exception("the reference preview of %s could not be drawn", exercise.id)
+        except Exception:
+            if not self._stop.is_set():  # a closed node's store is gone: nothing to say
+                log.exception("the reference preview of %s could not be drawn", exercise_id)
 
     def _draw_plots(self, exercise_id: str, report: Report) -> None:
         """Draw the toy's plots after the verdict (it never waits for matplotlib) and store

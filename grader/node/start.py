@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 def check_exercises() -> None:
     """Fail before starting when an exercise or its tier registry is broken (the error names
     the file): a process that started with no tiers would look healthy and grade nothing."""
-    from grader.judge.registry import load_tiers
+    from grader.judge import load_tiers
 
     for exercise in catalog().values():
         load_tiers(exercise.tiers_file)
@@ -44,7 +44,7 @@ def check_exercises() -> None:
 def check_sandbox() -> None:
     """IsolationError when this machine offers less isolation than GSPO_GRADER_SANDBOX_REQUIRE
     asks for (where the judges run: the embedded service, a grading node)."""
-    from grader.sandbox.isolation import check_required, detect_isolation
+    from grader.sandbox import check_required, detect_isolation
 
     check_required(detect_isolation())
 

@@ -115,7 +115,8 @@ def class_gradebook_csv(attempts: Iterable[Attempt]) -> str:
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=CLASS_COLUMNS, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows[key] for key in sorted(rows))
+    writer.writerows({k: score_text(v) if k.endswith("_score") and isinstance(v, float | int)
+                      else v for k, v in rows[key].items()} for key in sorted(rows))  # fmt: skip
     return out.getvalue()
 
 

@@ -17,7 +17,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-REPORT_VERSION = "2.0"  # 2.0: generic toy artifacts (tables, plots, data), same_error_as
+# 2.0: generic toy artifacts (tables, plots, data), same_error_as; 3.0: no `metrics` (the
+# grader's own counters are GradingStats, beside the report: grader/judge/stats.py)
+REPORT_VERSION = "3.0"
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 Mode = Literal["run", "submit"]
@@ -136,13 +138,18 @@ class Report(BaseModel):
     tiers: list[TierResult] = Field(default_factory=list)
     submission_error: SubmissionError | None = None
     grader_error: GraderError | None = None
-    metrics: dict[str, float] = Field(default_factory=dict)
     artifacts: Artifacts | None = None
     output: str = ""  # the student's captured stdout/stderr, truncated; never parsed
     output_truncated: bool = False
     isolation: str = ""  # the sandbox level this grading ran under
     timings: Timings = Field(default_factory=Timings)
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Report:
+        """A stored report of any version: fields an older version had and this one dropped
+        (2.0's `metrics`) are ignored; its schema_version says which it was."""
+        return cls.model_validate_json(text)
 
 
 def score_text(value: float) -> str:

@@ -1,6 +1,10 @@
 """The sandbox: student code runs in an isolated worker; the judge holds a proxy to it.
 
-    from grader.sandbox import open_student, Limits
+This face is light (no torch): what the service and the CLI describe or configure, and the
+workers' life cycle. The judge's side of a call, which needs torch, is `grader.sandbox.remote`:
+
+    from grader.sandbox import Limits, WorkerPool
+    from grader.sandbox.remote import open_student
 
     with open_student(source_text, functions=("f",)) as student:
         if student.load_error:                  # LoadError | None
@@ -8,39 +12,56 @@
         y = student.f(x)                        # runs in the worker
         y.sum().backward()                      # gradients come back from the worker
 
-The parts: `worker/` (runs inside the sandbox; `worker/contract.py` is what both sides
-agree on), `proxy.py` and `remote_autograd.py` (the judge's side of a call), `launch.py`,
-`zygote_client.py`, `handle.py` and `pool.py` (starting, holding and stopping workers),
-`isolation.py` (the levels and their words). The exception tree is drawn in `errors.py`.
+The parts: `worker/` (the program that runs inside the sandbox; `worker/contract.py` is what
+both sides agree on), `remote/` (the proxy, remote autograd and calls sent ahead),
+`spawn.py`, `zygote_client.py`, `handle.py` and `pool.py` (starting, holding and stopping
+workers), `isolation.py` (the levels and their words), `doctor.py` (what operators are
+told). The exception tree is drawn in `errors.py`.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import Any
-
-# Imported lazily: `grader.sandbox.isolation` and `worker.contract` must not load torch for
-# the processes that only describe or configure the sandbox (the service's API nodes, doctor).
-_EXPORTS = {
-    "IsolationInfo": "grader.sandbox.isolation",
-    "detect_isolation": "grader.sandbox.isolation",
-    "Limits": "grader.sandbox.worker.contract",
-    "LoadError": "grader.sandbox.errors",
-    "SandboxError": "grader.sandbox.errors",
-    "StudentCrash": "grader.sandbox.errors",
-    "StudentError": "grader.sandbox.errors",
-    "StudentLoadError": "grader.sandbox.errors",
-    "StudentTimeout": "grader.sandbox.errors",
-    "StudentProxy": "grader.sandbox.proxy",
-    "open_student": "grader.sandbox.proxy",
-    "WorkerPool": "grader.sandbox.pool",
-    "WireError": "grader.sandbox.worker.codec",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'grader.sandbox' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+from grader.sandbox.doctor import (
+    REQUIRE_ENV,
+    WEAK_WARNING,
+    blocked_bwrap_hint,
+    check_required,
+    doctor_report,
+)
+from grader.sandbox.errors import (
+    LoadError,
+    SandboxError,
+    StudentCrash,
+    StudentError,
+    StudentLoadError,
+    StudentTimeout,
+)
+from grader.sandbox.handle import WorkerHandle, describe_signal
+from grader.sandbox.isolation import (
+    LEVEL_ENV,
+    IsolationError,
+    IsolationInfo,
+    Level,
+    detect_isolation,
+    probe,
+    python_binds,
+    read_only_view,
+    running_as_root,
+)
+from grader.sandbox.output import OutputCapture
+from grader.sandbox.pool import WorkerPool
+from grader.sandbox.spawn import WORKER_DIR, WORKER_SCRIPT, spawn_worker
+from grader.sandbox.uids import UID_LOCK_DIR, lock_uid, pids_of
+from grader.sandbox.uids import slots as uid_slots
+from grader.sandbox.worker.contract import (
+    GIB,
+    INSIDE_UID,
+    KIB,
+    MIB,
+    WAITS,
+    WORKDIR,
+    Limits,
+    LimitsError,
+    WireClosed,
+    WireError,
+    WireTimeout,
+)
+from grader.sandbox.zygote_client import ZygoteClient, ZygoteError, zygote_possible

@@ -20,15 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = [
-    "LoadError",
-    "SandboxError",
-    "StudentCrash",
-    "StudentError",
-    "StudentLoadError",
-    "StudentTimeout",
-]
-
 
 @dataclass(frozen=True)
 class LoadError:
@@ -38,6 +29,14 @@ class LoadError:
     message: str  # one plain sentence
     line: int | None = None  # 1-based line in the student's file
     detail: str = ""  # caret excerpt, or the student's part of the traceback
+
+    @classmethod
+    def from_reply(cls, error: object) -> LoadError | None:
+        """The worker's load error, or None when it is malformed."""
+        if not isinstance(error, dict) or not isinstance(error.get("message"), str):
+            return None
+        line = error.get("line") if type(error.get("line")) is int else None
+        return cls(str(error.get("kind")), error["message"], line, str(error.get("detail")))
 
 
 class StudentError(Exception):
@@ -69,13 +68,23 @@ class StudentError(Exception):
             self.kind = "memory_limit"
         super().__init__(self._text())
 
+    @classmethod
+    def from_reply(cls, error: object, filename: str) -> StudentError | None:
+        """The error a worker's reply describes, or None when it is malformed."""
+        if not isinstance(error, dict) or not isinstance(error.get("type_name"), str):
+            return None
+        line = error.get("line") if type(error.get("line")) is int else None
+        return cls(
+            error["type_name"],
+            str(error.get("message", "")),
+            student_traceback=str(error.get("traceback", "")),
+            line=line,
+            filename=filename,
+        )
+
     def _text(self) -> str:
         head = f"{self.type_name}: {self.message}" if self.message else self.type_name
         return f"{head} ({self.filename}, line {self.line})" if self.line else head
-
-    def __reduce__(self):
-        """Picklable despite keyword-only fields (a judge may ship results across processes)."""
-        return _rebuild, (type(self), self.__dict__.copy(), str(self))
 
 
 class StudentTimeout(StudentError):
@@ -124,10 +133,3 @@ class SandboxError(Exception):
 
     This is the grader's fault or the host's, never the student's: report a grader error.
     """
-
-
-def _rebuild(cls: type, state: dict, text: str) -> StudentError:
-    error = cls.__new__(cls)
-    Exception.__init__(error, text)
-    error.__dict__.update(state)
-    return error

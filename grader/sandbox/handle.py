@@ -3,7 +3,7 @@
 A worker is started one of two ways, and only the way its processes are signalled and reaped
 differs, so that part is a `ProcessEnd` of its own:
 
-    spawned   (launch.py) the judge's own child: SIGKILL to the pid namespace's init (a
+    spawned   (spawn.py) the judge's own child: SIGKILL to the pid namespace's init (a
               pidfd) and to the launcher's process group, reaped with wait4
     forked    (zygote_client.py) the zygote's grandchild: SIGKILL through a pidfd on its
               init, its end reported by the zygote on a status pipe

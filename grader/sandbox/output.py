@@ -1,4 +1,5 @@
-"""Capture a worker's stdout and stderr: drained on two threads, capped, marked when cut."""
+"""A worker's stdout and stderr: drained on two threads, capped, marked when cut; and what
+a grading's workers printed, put together."""
 
 from __future__ import annotations
 
@@ -73,3 +74,23 @@ def _bytes_pending(fd: int) -> int:
         return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
     except OSError:
         return 0
+
+
+class StudentOutput:
+    """What every worker of one grading printed, in order, within `cap` characters."""
+
+    def __init__(self, cap: int) -> None:
+        self._cap, self._chars, self._truncated = cap, 0, False
+        self._parts: list[str] = []
+
+    def collect(self, worker, settle_s: float = 0.0) -> None:
+        """Take what `worker` (a WorkerHandle) printed since the last time."""
+        text, truncated = worker.take_output(settle_s)
+        room = max(self._cap - self._chars, 0)
+        self._truncated |= truncated or len(text) > room
+        if text[:room]:
+            self._parts.append(text[:room])
+            self._chars += len(text[:room])
+
+    def text(self) -> tuple[str, bool]:
+        return "".join(self._parts), self._truncated

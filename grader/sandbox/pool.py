@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from grader.sandbox.handle import WorkerHandle
-from grader.sandbox.launch import WORKER_DIR, WORKER_SCRIPT, start_worker
+from grader.sandbox.spawn import WORKER_DIR, WORKER_SCRIPT, spawn_worker
 from grader.sandbox.worker.contract import WAITS, Limits
 from grader.sandbox.zygote_client import (
     ZygoteClient,
@@ -62,7 +62,7 @@ class WorkerPool:
         self._closed = False
         self.last_error: BaseException | None = None  # why the last background start failed
         self._cond = threading.Condition()
-        self._filler = threading.Thread(target=self._fill, name="gspo-worker-pool", daemon=True)
+        self._filler = threading.Thread(target=self._fill, name="gspo-pool-filler", daemon=True)
         self._filler.start()
 
     def acquire(self) -> WorkerHandle:
@@ -155,7 +155,7 @@ class WorkerPool:
             else:
                 self._zygote_failures = 0
                 return worker
-        return start_worker(self.limits, arm_clock=arm_clock, **self._start_args)
+        return spawn_worker(self.limits, arm_clock=arm_clock, **self._start_args)
 
     def _live_zygote(self) -> ZygoteClient | None:
         """The zygote, (re)started if it died; None once it failed too often or is off."""

@@ -30,7 +30,7 @@ import socket
 import threading
 import time
 
-from grader.sandbox import isolation, launch, uids
+from grader.sandbox import isolation, spawn, uids
 from grader.sandbox.handle import WorkerHandle, kill_through, wait_then_close
 from grader.sandbox.isolation import Level
 from grader.sandbox.output import OutputCapture
@@ -90,7 +90,7 @@ class ZygoteClient:
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
         self._lock = threading.Lock()
-        self._handle = launch.start_zygote(limits)
+        self._handle = spawn.start_zygote(limits)
         self._ready = False
 
     def alive(self) -> bool:

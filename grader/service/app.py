@@ -1,4 +1,5 @@
-"""The FastAPI application: routers, error shapes, the body-size guard and the web page.
+"""The FastAPI application: routers, error shapes, the body-size guard, the security headers
+and the web page (with the API reference at /docs).
 
 `create_app(settings, grader)` builds the app; the lifespan opens the store and the queue
 (and, embedded, warms the grader), and on shutdown closes them (a grader passed in stays its
@@ -11,7 +12,7 @@ from __future__ import annotations
 import logging
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
@@ -19,8 +20,11 @@ from sqlalchemy.exc import DBAPIError
 
 from grader import __version__
 from grader.service.body_limit import BodyLimit
+from grader.service.file_modes import make_private
+from grader.service.headers import SecurityHeaders, page_with_nonce
 from grader.service.lti import LtiService
 from grader.service.lti import routers as lti_routers
+from grader.service.ratelimit import FailureLimit
 from grader.service.routers import exercises, grade, health, instructor, reports, runs, submissions
 from grader.service.state import ServiceState
 from grader.settings import Settings, load_settings
@@ -30,12 +34,12 @@ log = logging.getLogger(__name__)
 
 FALLBACK_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>gspo-grader</title></head>
-<body style="font-family: system-ui, sans-serif; max-width: 40rem; margin: 3rem auto">
+<body>
 <h1>gspo-grader is running</h1>
 <p>The web page has not been built, so there is nothing to show here yet.
 Build it with <code>npm ci &amp;&amp; npm run build</code> in <code>web/</code>
 and reload.</p>
-<p>The HTTP API works without it: see <a href="/docs">/docs</a>.</p>
+<p>The HTTP API works without it: see <a href="/openapi.json">/openapi.json</a>.</p>
 </body></html>
 """
 
@@ -46,6 +50,8 @@ def create_app(settings: Settings | None = None, grader=None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        if not settings.distributed:
+            make_private(settings.data_dir)
         app.state.service = ServiceState(settings, grader)
         app.state.lti = LtiService(settings, app.state.service.store.engine)
         try:
@@ -61,9 +67,14 @@ def create_app(settings: Settings | None = None, grader=None) -> FastAPI:
         version=__version__,
         summary="Grades paper-to-code exercises in a sandbox and reports tier by tier.",
         lifespan=lifespan,
+        docs_url=None,  # /docs is Swagger UI from the page's build (mount_web), never a CDN
+        redoc_url=None,
+        openapi_url="/openapi.json" if settings.docs else None,
     )
     app.state.settings = settings
+    app.state.instructor_failures = FailureLimit(settings.instructor_failures_per_minute)
     app.add_middleware(BodyLimit, max_bytes=body_limit(settings.max_code_bytes))
+    app.add_middleware(SecurityHeaders)
     app.add_exception_handler(RequestValidationError, validation_error)
     for error in DATABASE_ERRORS:
         app.add_exception_handler(error, database_unavailable)
@@ -86,7 +97,14 @@ def body_limit(max_code_bytes: int) -> int:
 def mount_web(app: FastAPI, settings: Settings) -> None:
     """Serve web/dist at / when it has been built; otherwise a page that says how to build it."""
     web_dir = settings.resolved_web_dir
+    if not settings.docs:
+
+        @app.get("/docs{rest:path}", include_in_schema=False)
+        def no_docs(rest: str) -> None:
+            raise HTTPException(404, "The API reference is turned off (GSPO_GRADER_DOCS=false).")
+
     if (web_dir / "index.html").is_file():
+        app.get("/", include_in_schema=False)(page_with_nonce(web_dir / "index.html"))
         app.mount("/", StaticFiles(directory=web_dir, html=True), name="web")
         return
 

@@ -57,11 +57,22 @@ def is_instructor(request: Request, service: ServiceState) -> bool:
 
 
 def require_instructor(request: Request) -> ServiceState:
-    """404 when no token is configured (the endpoints do not exist), 401 on a wrong token."""
+    """404 when no token is configured (the endpoints do not exist), 401 on a wrong token,
+    429 once the client's address has failed `instructor_failures_per_minute` times."""
     service = get_service(request)
     if service.settings.instructor_token is None:
         raise HTTPException(404, "Instructor endpoints are disabled: no instructor token is set.")
+    failures = request.app.state.instructor_failures
+    address = request.client.host if request.client else "unknown"
+    wait_s = failures.blocked(address)
+    if wait_s:
+        raise HTTPException(
+            429,
+            f"Too many wrong instructor tokens from {address}; try again in {wait_s:.0f} s.",
+            headers={"Retry-After": f"{wait_s:.0f}"},
+        )
     if not is_instructor(request, service):
+        failures.record(address)
         raise HTTPException(
             401,
             "A valid instructor token is required (Authorization: Bearer <token>).",

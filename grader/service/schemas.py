@@ -2,15 +2,43 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
+from pydantic_core import PydanticCustomError
 
 from grader.report import Artifacts, Report
+from grader.store.names import mixed_scripts_message, normal_name
 
 # A student name starts with a letter or digit (so a gradebook cell can never start a
 # spreadsheet formula) and holds letters, digits, spaces and . _ @ - (any script).
 STUDENT_PATTERN = r"^[^\W_][\w .@-]*$"
+
+
+def _one_script(name: str) -> str:
+    if message := mixed_scripts_message(name):
+        raise PydanticCustomError("mixed_scripts", message)
+    return name
+
+
+def _valid_code(code: str) -> str:
+    """A lone surrogate (\\ud800 in the JSON) is no character: refused before it is stored."""
+    try:
+        code.encode()
+    except UnicodeEncodeError as error:
+        line = code.count("\n", 0, error.start) + 1
+        why = f"line {line} holds a lone surrogate ({code[error.start]!r}); expected UTF-8 text"
+        raise PydanticCustomError("not_utf8", "the code is not valid Unicode: " + why) from None
+    return code
+
+
+# Normalised (grader/store/names.py) before it is checked, compared or stored.
+StudentName = Annotated[
+    str,
+    BeforeValidator(lambda value: normal_name(value) if isinstance(value, str) else value),
+    Field(min_length=1, max_length=64, pattern=STUDENT_PATTERN),
+    AfterValidator(_one_script),
+]
 
 Status = Literal["queued", "grading", "done", "ungradable"]
 EXERCISE_FIELD = Field(
@@ -19,18 +47,17 @@ EXERCISE_FIELD = Field(
 
 
 class RunRequest(BaseModel):
-    code: str = Field(description="The student's Python source.")
+    code: Annotated[str, AfterValidator(_valid_code)] = Field(
+        description="The student's Python source."
+    )
     exercise: str | None = EXERCISE_FIELD
-    student: str | None = Field(
-        None,
-        max_length=64,
-        pattern=STUDENT_PATTERN,
-        description="Who runs it (one Run in flight each); default: the client's address.",
+    student: StudentName | None = Field(
+        None, description="Who runs it (one Run in flight each); default: the client's address."
     )
 
 
 class SubmitRequest(RunRequest):
-    student: str = Field(min_length=1, max_length=64, pattern=STUDENT_PATTERN)
+    student: StudentName
 
 
 class GradingView(BaseModel):
@@ -54,6 +81,10 @@ class SubmissionView(GradingView):
     student: str
     created_at: str
     code: str = Field("", description="The submitted source: only its student sees it.")
+
+
+class InstructorSubmission(SubmissionView):
+    code: str = Field(description="The code as the student submitted it.")
 
 
 class SubmitResponse(SubmissionView):
@@ -148,3 +179,4 @@ class Health(BaseModel):
     workers: int | None = None  # distributed: grading nodes with a fresh heartbeat
     isolation: str = ""  # embedded: the sandbox's level on this machine
     warning: str = ""
+    warnings: list[str] = Field(default_factory=list)  # e.g. data files other users can read

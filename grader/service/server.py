@@ -18,7 +18,7 @@ import uvicorn
 
 from grader.node import check_database, check_exercises, check_sandbox, configure_logging
 from grader.service.app import create_app
-from grader.settings import load_settings
+from grader.settings import Settings, load_settings
 
 
 def serve(
@@ -35,13 +35,22 @@ def serve(
     check_database(settings)
     if not settings.distributed:
         check_sandbox()
-    app = create_app(settings, grader)
-    config = uvicorn.Config(
+    uvicorn.Server(uvicorn_config(settings, create_app(settings, grader))).run()
+
+
+def uvicorn_config(settings: Settings, app) -> uvicorn.Config:
+    """One process; at most `http_max_connections` connections and requests at once (503
+    beyond), idle keep-alive connections closed, request heads capped (h11). uvicorn has no
+    read deadline for a slow head or body: the reverse proxy's (docs/deploy.md)."""
+    return uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
         workers=1,
         log_level=settings.log_level,
+        http="h11",
+        limit_concurrency=settings.http_max_connections,
+        timeout_keep_alive=settings.http_keep_alive_seconds,
+        h11_max_incomplete_event_size=settings.http_max_header_bytes,
         timeout_graceful_shutdown=30,
     )
-    uvicorn.Server(config).run()

@@ -17,7 +17,7 @@ from types import ModuleType
 import pytest
 
 from grader.exercise import REPO_ROOT, load_module
-from grader.sandbox.isolation import REQUIRE_ENV
+from grader.sandbox import REQUIRE_ENV
 
 
 @pytest.hookimpl(wrapper=True)

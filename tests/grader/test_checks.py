@@ -3,10 +3,15 @@ inconclusive without ever excusing a real failure."""
 
 from __future__ import annotations
 
+import inspect
+import re
+
 import pytest
 import torch
 
+import grader.checks
 from grader.checks import device_note, difference, expect_close
+from grader.exercise import REPO_ROOT
 from grader.sandbox import StudentError, StudentTimeout
 
 FAILED = pytest.fail.Exception
@@ -81,3 +86,29 @@ def test_device_note_never_excuses_a_timeout_or_a_failed_check():
         pytest.fail("gspo_loss returned a tensor on cpu; expected meta", pytrace=False)
 
     assert "expected meta" in failure(lambda: device_note(wrong_result, "meta"))
+
+
+def test_the_instructors_reference_lists_every_public_function_with_its_signature():
+    """docs/instructors.md's reference of grader.checks cannot drift from the code: every
+    public function is there with each parameter and default, and nothing else is."""
+    doc = (REPO_ROOT / "docs" / "instructors.md").read_text(encoding="utf-8")
+    section = doc.split("## Reference: grader.checks")[1].split("\n## ")[0]
+    documented = {name: entry for entry, name in re.findall(r"^- `((\w+)\(.*?\))`", section, re.M)}
+    public = {
+        name: f"{name}{plain_signature(function)}"
+        for name, function in vars(grader.checks).items()
+        if inspect.isfunction(function)
+        and function.__module__ == "grader.checks"
+        and not name.startswith("_")
+    }
+    assert sorted(documented) == sorted(public), "document each public function, only those"
+    for name, signature in public.items():
+        assert documented[name] == signature, f"the doc says {documented[name]}"
+
+
+def plain_signature(function) -> inspect.Signature:
+    """The signature as the doc writes it: parameters and defaults, no annotations."""
+    signature = inspect.signature(function)
+    empty = inspect.Parameter.empty
+    parameters = [p.replace(annotation=empty) for p in signature.parameters.values()]
+    return signature.replace(parameters=parameters, return_annotation=empty)

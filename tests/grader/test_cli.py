@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from grader.cli import main
+from grader.cli import main, submission_paths
 from grader.exercise import REPO_ROOT
 
 CLI = [sys.executable, "-m", "grader"]
@@ -49,6 +49,27 @@ def test_empty_folder_and_bad_options_are_usage_errors(capsys, tmp_path):
     assert exit_.value.code == 2
 
 
+def test_a_folder_is_read_recursively_only_when_asked(tmp_path):
+    (tmp_path / "wrong").mkdir()
+    for name in ("a.py", "wrong/b.py", "notes.txt"):
+        (tmp_path / name).write_text("")
+    assert submission_paths([str(tmp_path)]) == [tmp_path / "a.py"]
+    assert submission_paths([str(tmp_path)], recursive=True) == [
+        tmp_path / "a.py",
+        tmp_path / "wrong" / "b.py",
+    ]
+
+
+def test_tiers_lists_every_test_with_its_visibility(capsys):
+    assert main(["tiers", "--exercise", "dpo"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "T0 Contract (10 points, visible; 8 tests)"
+    assert lines[1].startswith("    visible  test_t0_contract.py::test_signatures  Both ")
+    hidden = "    hidden   test_t1_reference.py::test_long_responses_match_reference  Responses"
+    assert any(line.startswith(hidden) for line in lines)
+    assert lines[-1] == "Total: 100 points, 32 tests"
+
+
 def test_statement_is_printed(capsys):
     assert main(["statement"]) == 0
     assert capsys.readouterr().out == (REPO_ROOT / "statement.md").read_text(encoding="utf-8")
@@ -79,23 +100,25 @@ def test_reference_exits_0_with_pure_json_and_every_output_file(tmp_path):
 @pytest.mark.slow
 def test_folder_bulk_grading_exits_1_and_writes_the_gradebook(tmp_path):
     folder = tmp_path / "class"
-    folder.mkdir()
-    shutil.copy(REPO_ROOT / "reference" / "gspo.py", folder / "ada.py")
+    (folder / "late").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "reference" / "gspo.py", folder / "late" / "ada.py")
     shutil.copy(REPO_ROOT / "starter" / "gspo.py", folder / "bob.py")
     (folder / "cy.py").write_text("def sequence_ratio(:\n", encoding="utf-8")
     (folder / "notes.txt").write_text("not a submission", encoding="utf-8")
     grades = tmp_path / "grades.csv"
     reports = tmp_path / "reports.json"
     result = run_cli(
-        "grade", str(folder), "--tiers", "T0", "--jobs", "2", "--csv", str(grades),
-        "--json", str(reports),
+        "grade", str(folder), "--recursive", "--tiers", "T0", "--jobs", "2", "--csv",
+        str(grades), "--json", str(reports),
     )  # fmt: skip
     assert result.returncode == 1, result.stderr
+    assert " INFO " not in result.stderr and " INFO " not in result.stdout, result.stderr
     assert "1/3 submissions passed" in result.stdout, reports.read_text()
     rows = list(csv.DictReader(io.StringIO(grades.read_text(encoding="utf-8"))))
     assert list(rows[0]) == ["submission", "passed", "score", "max_score", "T0", "error"]
     by_name = {os.path.basename(row["submission"]): row for row in rows}
     assert sorted(by_name) == ["ada.py", "bob.py", "cy.py"]
+    assert by_name["ada.py"]["submission"] == str(folder / "late" / "ada.py")
     assert by_name["ada.py"]["passed"] == "true" and by_name["ada.py"]["T0"] == "10"
     assert by_name["bob.py"]["passed"] == "false" and by_name["bob.py"]["T0"] == "0"
     assert by_name["cy.py"]["error"].startswith("syntax_error")
@@ -137,13 +160,16 @@ def test_check_exercise_passes_both_exercises_and_names_a_broken_one(tmp_path):
     for folder in (".", "exercises/dpo"):
         result = run_cli("check-exercise", folder)
         assert result.returncode == 0, result.stdout + result.stderr
-        assert result.stdout.count("[ok]") == 7 and "every check holds" in result.stdout
+        assert result.stdout.count("[ok]") == 9 and "every check holds" in result.stdout
+        assert "[ok] at least 5 hidden tests: " in result.stdout
     broken = tmp_path / "broken"
     shutil.copytree(REPO_ROOT / "exercises" / "dpo", broken)
     (broken / "starter" / "dpo.py").write_text((broken / "reference" / "dpo.py").read_text())
     result = run_cli("check-exercise", str(broken))
     assert result.returncode == 1
-    assert "[FAIL] starter fails every tier: 100/100" in result.stdout
+    assert "[FAIL] starter fails every test: 100/100, every test passed; not failed: {" in (
+        result.stdout
+    )
 
 
 def test_doctor_prints_the_isolation_report_and_versions(capsys):
@@ -174,7 +200,10 @@ def test_serve_takes_host_port_and_data_dir_from_the_environment_unless_given(
     started = {}
 
     def fake_run(server, *args, **kwargs):  # where uvicorn would bind the socket
-        started.update(host=server.config.host, port=server.config.port)
+        config = server.config
+        started.update(host=config.host, port=config.port)
+        started["caps"] = (config.limit_concurrency, config.timeout_keep_alive)
+        started["head_bytes"] = config.h11_max_incomplete_event_size
 
     def fake_app(settings: Settings, grader=None):
         started["data_dir"] = settings.data_dir.name
@@ -189,3 +218,17 @@ def test_serve_takes_host_port_and_data_dir_from_the_environment_unless_given(
     monkeypatch.delenv("GSPO_GRADER_DATABASE_URL", raising=False)
     assert main(["serve", *(arg.format(tmp=tmp_path) for arg in argv)]) == 0
     assert (started["host"], started["port"], started["data_dir"]) == expected
+    assert started["caps"] == (1000, 5) and started["head_bytes"] == 64 * 1024  # the defaults
+
+
+def test_doctor_warns_when_the_data_folder_is_open_to_other_users(capsys, monkeypatch, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir(mode=0o755)
+    data.chmod(0o755)
+    monkeypatch.setenv("GSPO_GRADER_DATA_DIR", str(data))
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert f"WARNING: {data} is 0755, open to other local users; expected 0700" in out
+    data.chmod(0o700)
+    assert main(["doctor"]) == 0
+    assert "WARNING" not in capsys.readouterr().out

@@ -7,7 +7,11 @@ must untangle); a package's own __init__ importing its children lazily by name d
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 import grader
 
@@ -83,3 +87,19 @@ def test_no_module_of_the_grader_imports_itself_through_others():
 
 def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+@pytest.mark.parametrize("face", ["grader.sandbox", "grader.judge", "grader.report"])
+def test_the_light_faces_load_neither_torch_nor_pytest(face):
+    """The service's API nodes import these faces; torch and pytest are the judge's alone."""
+    code = f"import sys, {face}; print(sorted({{'torch', 'pytest'}} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", f"import {face} loads {done.stdout.strip()}"
+
+
+def test_no_face_hides_its_names_behind_a_module_getattr():
+    for path in PACKAGE.rglob("__init__.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+        assert "__getattr__" not in names, f"{path} has a module __getattr__"

@@ -57,6 +57,8 @@ export function createEditor(parent, { code, onChange, onRun }) {
         keymap.of([...closeBracketsKeymap, ...defaultKeymap, ...historyKeymap, indentWithTab]),
         EditorView.lineWrapping,
         EditorView.contentAttributes.of({ "aria-label": "Code editor" }),
+        // the editor's <style> carries the nonce the server's CSP names for this page
+        EditorView.cspNonce.of(document.querySelector('meta[name="csp-nonce"]')?.content ?? ""),
         EditorView.updateListener.of((update) => {
           if (update.docChanged) onChange(update.state.doc.toString());
         }),

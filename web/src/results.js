@@ -1,6 +1,6 @@
 // The results panel: what is happening now, and then the report. Errors the student must fix
 // (syntax error, timeout) come first and plainly; then the verdict, one row per tier with the
-// failing tests open, the toy experiment, metrics, and the captured output folded away.
+// failing tests open, the toy experiment, and the captured output folded away.
 
 import { formatNumber, h, replaceChildren } from "./dom.js";
 import { stopPlots, toySection } from "./toy.js";
@@ -213,24 +213,6 @@ function tierRow(tier, names, repeats) {
   );
 }
 
-function metricsList(metrics) {
-  const entries = Object.entries(metrics || {});
-  if (!entries.length) return null;
-  return h(
-    "section",
-    { class: "metrics", "aria-label": "Metrics" },
-    h("h3", {}, "Metrics"),
-    h(
-      "dl",
-      {},
-      entries.map(([name, value]) => [
-        h("dt", {}, name.replaceAll("_", " ")),
-        h("dd", {}, formatNumber(value)),
-      ]),
-    ),
-  );
-}
-
 function outputBlock(report) {
   const text = report.output || "";
   const lines = text ? text.replace(/\n$/, "").split("\n").length : 0;
@@ -275,7 +257,6 @@ export function showReport(panel, report, caption = "", plotUrls = {}, preview =
     report.artifacts
       ? toySection(report.artifacts, plotUrls, preview)
       : previewSection(preview, noArtifacts(report)),
-    metricsList(report.metrics),
     outputBlock(report),
   );
   panel.scrollTop = 0;

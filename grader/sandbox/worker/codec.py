@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .contract import WireLimits
+from .contract import WireError, WireLimits
 
 DTYPES: dict[str, torch.dtype] = {
     "float16": torch.float16,
@@ -49,18 +49,6 @@ _PLAIN_SCALARS = frozenset({type(None), bool, int})  # sent as they are
 _HEADER_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))  # made once
 _JSON_SCALARS = frozenset({type(None), bool, int, float})  # what json.loads makes of numbers
 _NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
-
-
-class WireError(Exception):
-    """A frame broke the format or a cap. The channel is out of step afterwards: drop it."""
-
-
-class WireClosed(WireError):
-    """The other end closed the channel (a dead worker, or a judge that went away)."""
-
-
-class WireTimeout(WireError):
-    """The deadline passed before a whole frame arrived or left."""
 
 
 @dataclass(frozen=True)

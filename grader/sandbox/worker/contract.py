@@ -8,6 +8,7 @@ imports it as `.contract`; the judge imports the same file as
     WireLimits   the caps of one frame on the wire, checked before a byte is allocated
     Op           the kinds of request on the wire and on the zygote's control socket
     WAITS        every wait of the grader's own machinery, in one place
+    WireError    a frame that broke the format or a cap (WireClosed, WireTimeout)
     constants    descriptors, exit statuses, the paths and uid a worker sees
 """
 
@@ -76,6 +77,18 @@ class Waits:
 
 
 WAITS = Waits()
+
+
+class WireError(Exception):
+    """A frame broke the format or a cap. The channel is out of step afterwards: drop it."""
+
+
+class WireClosed(WireError):
+    """The other end closed the channel (a dead worker, or a judge that went away)."""
+
+
+class WireTimeout(WireError):
+    """The deadline passed before a whole frame arrived or left."""
 
 
 class LimitsError(ValueError):

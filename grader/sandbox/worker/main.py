@@ -5,7 +5,7 @@
 Run as a file, this folder is not a package, yet its modules use relative imports (so the
 judge can import the same code as `grader.sandbox.worker`). The bootstrap below loads the
 folder as a package under a neutral name, drops the folder from sys.path so the submission
-cannot import worker modules by their plain names, and calls `run` from that package.
+cannot import worker modules by their plain names, and calls `start` from that package.
 
 Order matters: import torch, set one thread, pay torch's lazy imports, apply the limits, and
 only then read the submission (the judge sends it after the "ready" frame). The zygote stops
@@ -15,7 +15,7 @@ before the limits: each worker it forks applies its own once confined.
 import sys
 
 
-def run(argv: list[str]) -> int:
+def start(argv: list[str]) -> int:
     """Serve one judge on fd 3 (a worker), or fork workers for it (the zygote)."""
     import argparse
     import socket
@@ -34,7 +34,7 @@ def run(argv: list[str]) -> int:
     torch.set_num_threads(1)  # no intra-op pool: a pre-started worker stays cheap, and a
     warm_up(torch)  # process that started one must not fork (the zygote does fork)
     if args.zygote:
-        return zygote.run(args.fd)
+        return zygote.run_zygote(args.fd)
     rlimits.apply(limits.as_dict())
     return serve.serve_guarded(socket.socket(fileno=args.fd), limits.wire())
 
@@ -61,6 +61,6 @@ if __name__ == "__main__" and not __package__:
     _spec.loader.exec_module(_package)
     if sys.path and os.path.abspath(sys.path[0] or ".") == _here:
         del sys.path[0]
-    from gspo_worker.main import run as _run
+    from gspo_worker.main import start as _start
 
-    sys.exit(_run(sys.argv[1:]))
+    sys.exit(_start(sys.argv[1:]))

@@ -29,8 +29,8 @@ import time
 import torch
 
 from . import calls, student
-from .codec import WireClosed, WireError, WireLimits, encode
-from .contract import EXIT_OUT_OF_MEMORY, Op
+from .codec import encode
+from .contract import EXIT_OUT_OF_MEMORY, Op, WireClosed, WireError, WireLimits
 from .wire import Channel, Frame
 
 
@@ -108,7 +108,7 @@ def _send_reply(channel: Channel, worker: Worker, msg: dict, reply: dict) -> Non
     channel.send_frame(frame)
 
 
-def serve(sock: socket.socket, limits: WireLimits | None = None) -> int:
+def serve_requests(sock: socket.socket, limits: WireLimits | None = None) -> int:
     """Answer requests until the judge closes the channel; returns the exit status."""
     channel = Channel(sock, limits)
     channel.send({"op": Op.READY, "pid": os.getpid(), "torch": torch.__version__})
@@ -131,7 +131,7 @@ def serve(sock: socket.socket, limits: WireLimits | None = None) -> int:
 def serve_guarded(sock: socket.socket, limits: WireLimits | None = None) -> int:
     """`serve`, with running out of memory outside student code turned into status 86."""
     try:
-        return serve(sock, limits)
+        return serve_requests(sock, limits)
     except MemoryError:
         os.write(2, b"worker: out of memory outside student code\n")
         return EXIT_OUT_OF_MEMORY

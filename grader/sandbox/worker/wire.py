@@ -15,38 +15,14 @@ import time
 import torch
 
 from .codec import (
-    DEVICES,
-    DTYPE_NAMES,
-    DTYPES,
     Decoder,
     Encoded,
     Frame,
     TensorSpec,
-    WireClosed,
-    WireError,
-    WireLimits,
-    WireTimeout,
     encode,
     parse_header,
-    with_fields,
 )
-
-__all__ = [
-    "DEVICES",
-    "DTYPES",
-    "DTYPE_NAMES",
-    "Channel",
-    "Encoded",
-    "Frame",
-    "TensorSpec",
-    "WireClosed",
-    "WireError",
-    "WireLimits",
-    "WireTimeout",
-    "encode",
-    "parse_header",
-    "with_fields",
-]
+from .contract import WireClosed, WireError, WireLimits, WireTimeout
 
 _JOIN_BELOW = 1 << 20  # frames smaller than this go out in one sendall
 _READ_AHEAD = 1 << 16  # a short read asks for this much: a small frame costs one recv

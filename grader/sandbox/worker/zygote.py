@@ -62,7 +62,7 @@ class Running:
         os.close(self.pidfd)
 
 
-def run(control_fd: int = CHANNEL_FD) -> int:
+def run_zygote(control_fd: int = CHANNEL_FD) -> int:
     """Serve fork requests, and report the ends of the workers' inits, until the judge
     closes the control socket.
 

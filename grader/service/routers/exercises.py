@@ -13,7 +13,7 @@ from fastapi import APIRouter, HTTPException
 from fastapi.responses import JSONResponse, Response
 
 from grader.exercise import Exercise, catalog, default_exercise, exercise_version
-from grader.judge.registry import load_tiers
+from grader.judge import load_tiers
 from grader.report import Artifacts
 from grader.service.deps import Service
 from grader.service.schemas import ExerciseInfo, ExerciseSummary, Preview, TierInfo
@@ -45,7 +45,7 @@ def one_exercise(exercise_id: str) -> ExerciseInfo:
 async def preview(exercise_id: str, service: Service):
     """The reference preview of the exercise's current version."""
     ex = _known(exercise_id)
-    key = await asyncio.to_thread(_preview_key, ex)
+    key = await asyncio.to_thread(_preview_key, ex)  # the version now: edits take effect
     data = await asyncio.to_thread(service.store.plot_png, key, PREVIEW_DATA)
     if data is None:
         retry = {"Retry-After": str(service.settings.retry_after_seconds)}
@@ -86,9 +86,7 @@ def _known(exercise_id: str) -> Exercise:
     return found
 
 
-@cache
 def _preview_key(ex: Exercise) -> str:
-    """Read once: the exercise files do not change while the service runs."""
     return preview_key(ex.id, exercise_version(ex))
 
 

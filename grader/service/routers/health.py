@@ -1,7 +1,8 @@
 """GET /healthz and GET /metrics.
 
 /healthz, embedded: 200 once the grader's pools are warm (503 before), with the sandbox's
-isolation level and a loud warning when it is weaker than bubblewrap. On an API node of the
+isolation level and a loud warning when it is weaker than bubblewrap, and in `warnings` each
+entry of the data folder that other local users can reach. On an API node of the
 distributed deployment: 200 while the database answers (503 when it does not), with the
 number of grading nodes whose heartbeat is fresh ("degraded" when there is none: Submits
 are then queued but nobody grades them).
@@ -17,6 +18,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from sqlalchemy.exc import SQLAlchemyError
 
 from grader.service.deps import Service
+from grader.service.file_modes import wider_than_private
 from grader.service.schemas import Health
 from grader.service.state import ServiceState
 from grader.store import ago
@@ -27,7 +29,7 @@ router = APIRouter(tags=["health"])
 @cache
 def isolation() -> tuple[str, str]:
     """(level, warning): the sandbox this machine gives student code (embedded only)."""
-    from grader.sandbox.isolation import WEAK_WARNING, detect_isolation
+    from grader.sandbox import WEAK_WARNING, detect_isolation
 
     info = detect_isolation()
     return info.level.name.lower(), WEAK_WARNING if info.weak else ""
@@ -38,11 +40,12 @@ async def healthz(service: Service):
     if service.settings.distributed:
         return await distributed_health(service)
     level, warning = await asyncio.to_thread(isolation)
+    found = await asyncio.to_thread(wider_than_private, service.settings.data_dir)
     if service.ready:
-        return Health(status="ok", isolation=level, warning=warning)
+        return Health(status="ok", isolation=level, warning=warning, warnings=found)
     detail = service.start_error or "the grader's sandbox pools are still warming up"
     status = "starting" if service.start_error is None else "failed"
-    body = Health(status=status, detail=detail, isolation=level, warning=warning)
+    body = Health(status=status, detail=detail, isolation=level, warning=warning, warnings=found)
     return unavailable(service, body)
 
 

@@ -1,5 +1,5 @@
-"""Instructor endpoints: every submission, and the class gradebook as CSV (written by
-grader/report/gradebook.py, like every gradebook). Bearer-token protected; they do not
+"""Instructor endpoints: every submission, one with its code, and the class gradebook as CSV
+(written by grader/report/gradebook.py, like every gradebook). Bearer-token protected; they do not
 exist (404) when no token is configured. Both can be narrowed to one exercise."""
 
 from __future__ import annotations
@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import Response
 
-from grader.report.gradebook import class_gradebook_csv
-from grader.service.deps import Instructor
-from grader.service.schemas import InstructorItem, InstructorList
+from grader.report import class_gradebook_csv
+from grader.service.deps import Instructor, is_id
+from grader.service.schemas import InstructorItem, InstructorList, InstructorSubmission
+from grader.service.views import view_of
 
 router = APIRouter(prefix="/api/instructor", tags=["instructor"])
 
@@ -25,6 +26,17 @@ async def all_submissions(service: Instructor, exercise: ExerciseFilter = None) 
     found = await asyncio.to_thread(service.store.list_submissions, None, exercise)
     items = [InstructorItem.model_validate(s, from_attributes=True) for s in found]
     return InstructorList(submissions=items)
+
+
+@router.get("/submissions/{submission_id}", response_model=InstructorSubmission)
+async def submission_with_code(submission_id: str, service: Instructor) -> InstructorSubmission:
+    """One submission with its code (for the instructor's view and regrade scripts)."""
+    get = service.store.get
+    found = await asyncio.to_thread(get, submission_id) if is_id(submission_id) else None
+    if found is None or found.submission.kind != "submit":
+        raise HTTPException(404, f"There is no submission {submission_id!r}.")
+    view = await view_of(service, found)
+    return InstructorSubmission(**view.model_dump(), code=found.submission.code)
 
 
 @router.get(

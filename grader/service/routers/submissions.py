@@ -1,8 +1,9 @@
 """GET /api/submissions: a student's history, one submission with its current grading's
 status and report, and GET /api/submissions/{id}/gradings: every grading of it.
 
-A submission belonging to someone else answers 404, exactly like an unknown id, so its
-existence is not revealed.
+A submission belonging to someone else answers 404, exactly like an unknown id, and a
+history asked for with a wrong key answers 403, exactly like an unknown name: neither
+submissions nor names can be enumerated.
 """
 
 from __future__ import annotations
@@ -13,7 +14,13 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Request
 
 from grader.service.deps import Service, StudentKey, is_id, is_instructor, key_matches
-from grader.service.schemas import GradingList, SubmissionItem, SubmissionList, SubmissionView
+from grader.service.schemas import (
+    GradingList,
+    StudentName,
+    SubmissionItem,
+    SubmissionList,
+    SubmissionView,
+)
 from grader.service.state import ServiceState
 from grader.service.views import grading_items, view_of
 from grader.store import GradedSubmission
@@ -23,17 +30,15 @@ router = APIRouter(prefix="/api/submissions", tags=["submissions"])
 
 @router.get("", response_model=SubmissionList)
 async def list_submissions(
-    student: Annotated[str, Query(min_length=1, max_length=64)],
+    student: Annotated[StudentName, Query()],
     service: Service,
     exercise: Annotated[str | None, Query(description="Only this exercise's.")] = None,
     x_student_key: StudentKey = None,
 ) -> SubmissionList:
     """The student's submissions, newest first."""
     key_hash = await asyncio.to_thread(service.store.student_key_hash, student)
-    if key_hash is None:
-        raise HTTPException(404, f"No student is named {student!r}.")
-    if not key_matches(x_student_key, key_hash):
-        raise HTTPException(403, f"The student key for {student!r} is missing or wrong.")
+    if not key_matches(x_student_key, key_hash or ""):  # one answer: no names to enumerate
+        raise HTTPException(403, "No student has this name and key (X-Student-Key).")
     found = await asyncio.to_thread(service.store.list_submissions, student, exercise)
     items = [SubmissionItem.model_validate(s, from_attributes=True) for s in found]
     return SubmissionList(student=student, submissions=items)

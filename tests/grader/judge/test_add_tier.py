@@ -70,8 +70,9 @@ def exercise(tmp_path):
 def test_a_declared_tier_with_a_test_file_is_listed_and_graded(exercise):
     listing = cli(exercise, "tiers")
     assert listing.returncode == 0, listing.stderr
-    t4 = [line for line in listing.stdout.splitlines() if line.startswith("T4")]
-    assert t4 and "Batch invariance" in t4[0] and t4[0].split()[-1] == "1"
+    lines = listing.stdout.splitlines()
+    t4 = lines.index("T4 Batch invariance (10 points, visible; 1 test)")
+    assert lines[t4 + 1].startswith("    visible  test_t4_batch.py::test_splitting_the_batch")
     graded = cli(exercise, "grade", "reference/gspo.py", "--tiers", "T4", "--json", "-")
     assert graded.returncode == 0, graded.stderr
     report = json.loads(graded.stdout)

@@ -12,12 +12,10 @@ import pytest
 from judge_helpers import build_exercise
 
 from grader.exercise import REPO_ROOT, default_exercise, refresh_catalog
-from grader.judge import Grader
+from grader.judge import Grader, TierRegistryError
 from grader.judge import client as judge_client
 from grader.judge.engine import inventory
-from grader.judge.registry import TierRegistryError
-from grader.sandbox import Limits
-from grader.sandbox.worker.contract import WAITS
+from grader.sandbox import WAITS, Limits
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 

@@ -8,8 +8,7 @@ import time
 
 import pytest
 
-from grader.judge import Grader
-from grader.judge.stderr_relay import StderrRelay
+from grader.judge import Grader, StderrRelay
 from grader.sandbox import Limits
 
 
@@ -25,11 +24,11 @@ def test_the_relay_passes_every_line_on_and_keeps_the_end():
     target = io.StringIO()
     relay = StderrRelay(os.fdopen(read_end, "rb"), pid=42, target=target)
     with os.fdopen(write_end, "wb") as pipe:
-        pipe.write(b"WARNING grader.sandbox.launch: weak\nTraceback (most recent call last):\n")
+        pipe.write(b"WARNING grader.sandbox.spawn: weak\nTraceback (most recent call last):\n")
         pipe.write(b"  a line without its end")
     relay.join(5)
     assert target.getvalue() == (
-        "judge 42: WARNING grader.sandbox.launch: weak\n"
+        "judge 42: WARNING grader.sandbox.spawn: weak\n"
         "judge 42: Traceback (most recent call last):\n"
         "judge 42:   a line without its end\n"
     )
@@ -69,4 +68,4 @@ def test_the_judges_sandbox_warning_reaches_the_graders_stderr(monkeypatch, capf
         assert _wait_for(warned, 10), seen.getvalue()
     lines = [line for line in seen.getvalue().splitlines() if "weaker than bwrap" in line]
     assert len(lines) == 1 and lines[0].startswith("judge "), lines
-    assert "WARNING grader.sandbox.launch: sandbox is weaker than bwrap: " in lines[0]
+    assert "WARNING grader.sandbox.spawn: sandbox is weaker than bwrap: " in lines[0]

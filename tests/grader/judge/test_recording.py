@@ -7,7 +7,7 @@ import inspect
 import pytest
 import torch
 
-from grader.judge.recording import RecordedCall, RecordingStudent, source_signature
+from grader.judge.engine import RecordedCall, RecordingStudent, source_signature
 
 
 def describe_call(name: str, args: tuple, kwargs: dict) -> str:

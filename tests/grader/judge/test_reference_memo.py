@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from grader.exercise import default_exercise, load_module
-from grader.judge import reference_memo
-from grader.judge.reference_memo import DOUBLE_BACKWARD, READ_ONLY, RememberedReference
+from grader.judge.engine import DOUBLE_BACKWARD, READ_ONLY, RememberedReference
 
 
 def counted_module(**functions) -> tuple[types.ModuleType, dict[str, int]]:
@@ -159,16 +158,16 @@ def test_attributes_are_the_modules_and_read_only_with_a_way_to_change_them(monk
     assert counts == {"shift": 2} and "module" in dir(remembered)
 
 
-def test_the_memo_keeps_the_most_recent_calls_within_its_bounds(monkeypatch):
-    monkeypatch.setattr(reference_memo, "MEMO_CALLS", 3)
+def test_the_memo_keeps_the_most_recent_calls_within_its_bounds():
     module, counts = counted_module(double=lambda x: x * 2)
     remembered = RememberedReference(module, ("double",))
+    remembered.memo.max_calls = 3
     for value in (1.0, 2.0, 3.0, 1.0, 4.0):  # 1.0 is used again, so 2.0 goes first
         remembered.double(torch.tensor(value))
     assert len(remembered.memo) == 3 and counts == {"double": 4}
     remembered.double(torch.tensor(1.0))
     remembered.double(torch.tensor(2.0))  # forgotten: computed again
     assert counts == {"double": 5}
-    monkeypatch.setattr(reference_memo, "MEMO_BYTES", 8)  # two float32 scalars' bytes
+    remembered.memo.max_bytes = 8  # two float32 scalars' bytes
     remembered.double(torch.tensor(9.0))
     assert len(remembered.memo) == 2

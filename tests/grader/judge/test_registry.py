@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from grader.exercise import REPO_ROOT
-from grader.judge.registry import TierRegistryError, load_tiers, parse_tier_list
+from grader.judge import TierRegistryError, load_tiers, parse_tier_list
 
 TIER = """
 [[tier]]

@@ -20,9 +20,12 @@ STARTER = (REPO_ROOT / "starter" / "gspo.py").read_text(encoding="utf-8")
 LIMITS = Limits(call_wall_seconds=30.0, grading_wall_seconds=120.0, cpu_seconds=120.0)
 
 
+STATS: list = []  # (report, GradingStats) of every grading the module's grader ran
+
+
 @pytest.fixture(scope="module")
 def grader():
-    with Grader(pool_size=1, limits=LIMITS) as warm:
+    with Grader(pool_size=1, limits=LIMITS, on_stats=lambda *graded: STATS.append(graded)) as warm:
         assert warm.wait_ready(300), "the judge process did not start"
         yield warm
 
@@ -40,7 +43,10 @@ def test_reference_passes_every_tier_on_submit(grader):
     assert any(test.hidden for test in all_tests(report))
     assert report.artifacts is not None and len(report.artifacts.data["ratios"]) == 3
     assert [table.name for table in report.artifacts.tables] == ["grad_matrix", "ratios", "checks"]
-    assert report.isolation and report.metrics["student_calls"] > 0
+    graded, stats = STATS[-1]
+    assert report.isolation and graded is report and stats.student_calls > 0
+    assert stats.tier_tests == len(all_tests(report)) and stats.judge_cpu_seconds > 0
+    assert "metrics" not in report.model_dump()  # the grader's counters are not the student's
     assert report.timings.total_s > 0 and report.mode == "submit"
 
 
@@ -149,19 +155,21 @@ def calls_run(report) -> int:
 
 
 def test_a_grading_is_answered_ahead_from_the_last_one_and_a_run_never_sees_submit_calls():
-    with Grader(pool_size=1, limits=LIMITS, warm=False) as fresh:
-        submit = fresh.grade(COUNTING, mode="submit")
-        first_run = fresh.grade(COUNTING, mode="run")
-        second_run = fresh.grade(COUNTING, mode="run")
-        second_submit = fresh.grade(COUNTING, mode="submit")
-    for report in (submit, first_run, second_run, second_submit):
+    graded = []
+    with Grader(
+        pool_size=1, limits=LIMITS, warm=False, on_stats=lambda *g: graded.append(g)
+    ) as fresh:
+        for mode in ("submit", "run", "run", "submit"):
+            fresh.grade(COUNTING, mode=mode)
+    (_, submit), (_, first_run), (_, second_run), (_, second_submit) = graded
+    for report, stats in graded:
         assert report.passed, report.grader_error or report.submission_error
         # the worker ran exactly the calls the tests made: none forecast and dropped
-        assert calls_run(report) == report.metrics["student_calls"]
-    assert submit.metrics["calls_sent_ahead"] == 0  # nothing graded before it
+        assert calls_run(report) == stats.student_calls
+    assert submit.calls_sent_ahead == 0  # nothing graded before it
     # a Run is not forecast by a Submit: the hidden tests' inputs never reach it
-    assert first_run.metrics["calls_sent_ahead"] == 0
-    assert first_run.metrics["student_calls"] < submit.metrics["student_calls"]
+    assert first_run.calls_sent_ahead == 0
+    assert first_run.student_calls < submit.student_calls
     for later in (second_run, second_submit):
-        calls = later.metrics["student_calls"]
-        assert later.metrics["calls_answered_ahead"] == later.metrics["calls_sent_ahead"] == calls
+        calls = later.student_calls
+        assert later.calls_answered_ahead == later.calls_sent_ahead == calls

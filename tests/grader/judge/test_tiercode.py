@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from _pytest.assertion.rewrite import _rewrite_test
 
-from grader.judge.tiercode import TierCode
+from grader.judge.engine import TierCode
 
 MODULE = "tier_state_probe"
 

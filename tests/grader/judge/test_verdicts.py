@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from grader.judge.grading import TestRecord, tier_results
-from grader.judge.registry import Tier
-from grader.judge.verdicts import GRADER_FAULT, SubmissionNotLoaded, judge_exception
+from grader.judge import Tier
+from grader.judge.engine import (
+    GRADER_FAULT,
+    SubmissionNotLoaded,
+    TestRecord,
+    judge_exception,
+    tier_results,
+)
 from grader.sandbox import StudentError, StudentTimeout
 
 

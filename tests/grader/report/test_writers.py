@@ -9,11 +9,20 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from grader.report import Report, SubmissionError, TestResult, TierResult
-from grader.report.gradebook import gradebook_csv, write_gradebook
-from grader.report.gradescope import gradescope_results, write_gradescope
-from grader.report.junit import junit_xml, write_junit
-from grader.report.text import render_text, use_colour
+from grader.report import (
+    Report,
+    SubmissionError,
+    TestResult,
+    TierResult,
+    gradebook_csv,
+    gradescope_results,
+    junit_xml,
+    render_text,
+    use_colour,
+    write_gradebook,
+    write_gradescope,
+    write_junit,
+)
 
 
 def sample_report(**changes) -> Report:

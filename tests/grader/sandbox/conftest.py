@@ -15,12 +15,20 @@ from pathlib import Path
 
 import pytest
 
-from grader.sandbox import isolation, uids
-from grader.sandbox.handle import WorkerHandle
-from grader.sandbox.isolation import Level, detect_isolation
-from grader.sandbox.launch import start_worker
-from grader.sandbox.uids import pids_of
-from grader.sandbox.worker.contract import GIB, KIB, MIB, Limits
+from grader.sandbox import (
+    GIB,
+    KIB,
+    MIB,
+    UID_LOCK_DIR,
+    Level,
+    Limits,
+    WorkerHandle,
+    detect_isolation,
+    pids_of,
+    python_binds,
+    read_only_view,
+    spawn_worker,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -90,7 +98,7 @@ def start(workers: list[WorkerHandle], small_limits: Limits):
 
     def _start(**kwargs) -> WorkerHandle:
         kwargs.setdefault("limits", small_limits)
-        worker = start_worker(**kwargs)
+        worker = spawn_worker(**kwargs)
         workers.append(worker)
         return worker
 
@@ -173,13 +181,13 @@ def view_argv(uid: int | None, binds: list[Path], gid: int | None = None) -> lis
     unprivileged bwrap inside may only mount a proc of its own where the host's is fully
     visible); as `uid` and `gid` (gid None: the uid's number; uid None: root, sharing the
     uid-slot locks of /run/gspo-grader with the host's judges)."""
-    pairs = [*isolation.python_binds(), *[(str(p), str(p)) for p in (REPO, *binds)]]
+    pairs = [*python_binds(), *[(str(p), str(p)) for p in (REPO, *binds)]]
     argv = ["bwrap", "--die-with-parent", "--ro-bind", "/etc", "/etc"]
-    argv += [*isolation.read_only_view(pairs), "--dev", "/dev", "--chdir", str(REPO)]
+    argv += [*read_only_view(pairs), "--dev", "/dev", "--chdir", str(REPO)]
     argv += ["--bind", "/proc", "/proc"]
     if uid is None:
-        os.makedirs(uids.UID_LOCK_DIR, exist_ok=True)
-        return [*argv, "--bind", uids.UID_LOCK_DIR, uids.UID_LOCK_DIR]
+        os.makedirs(UID_LOCK_DIR, exist_ok=True)
+        return [*argv, "--bind", UID_LOCK_DIR, UID_LOCK_DIR]
     gid = uid if gid is None else gid
     return [*argv, "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
 

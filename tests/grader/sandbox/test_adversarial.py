@@ -27,10 +27,10 @@ from grader.sandbox import (
     StudentError,
     StudentTimeout,
     WorkerPool,
-    isolation,
-    open_student,
+    running_as_root,
+    zygote_possible,
 )
-from grader.sandbox.zygote_client import zygote_possible
+from grader.sandbox.remote import open_student
 
 pytestmark = [
     pytest.mark.adversarial,
@@ -200,7 +200,7 @@ def test_killing_the_parent_or_everything_only_kills_the_worker(
     zygote = pool.zygote_pid
     outcome, _, _ = run(f"import os, signal, time\ndef f():\n    {attack}\n    time.sleep(5)\n")
     # as root, a spawned worker's parent is the inner bwrap: it dies with it, a crash
-    init_is_parent = pool.forks or not isolation.running_as_root()
+    init_is_parent = pool.forks or not running_as_root()
     expected = under_init if init_is_parent else "Crash"
     assert isinstance(outcome, StudentError) and outcome.type_name == expected, outcome
     assert host.poll() is None and other.alive()

@@ -1,6 +1,6 @@
 """Calls sent ahead from a forecast: the same answers as one round trip per call, sooner.
 
-Each test records the calls of one proxy (its `script`) and replays them as the forecast
+Each test records the calls of one proxy (its `ahead.script`) and replays them as the forecast
 of a second proxy, as the judge does from one grading to the next. The submission counts
 its own calls, so a test sees exactly which calls the worker ran.
 """
@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.sandbox import Limits, WorkerPool, open_student
-from grader.sandbox.forecast import AHEAD_CALLS
-from grader.sandbox.worker.contract import WAITS
+from grader.sandbox import WAITS, Limits, WorkerPool
+from grader.sandbox.remote import AHEAD_CALLS, open_student
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("time_guard")]
 GUARD_S = 90  # per test: two worker starts on a busy machine, and a drop's wait
@@ -75,8 +74,8 @@ def recorded(pool, calls, source: str = SOURCE) -> object:
     """The forecast that a first proxy's calls make."""
     with open_student(source, functions=FUNCTIONS, pool=pool) as first:
         calls(first)
-        assert first.calls_sent_ahead == 0  # no forecast, nothing ahead
-        return first.script.forecast()
+        assert first.ahead.sent == 0  # no forecast, nothing ahead
+        return tuple(first.ahead.script)
 
 
 def test_calls_equal_to_the_forecast_are_answered_ahead_with_the_same_results(pool):
@@ -86,7 +85,7 @@ def test_calls_equal_to_the_forecast_are_answered_ahead_with_the_same_results(po
     forecast = recorded(pool, lambda s: losses(s, seeds))
     with open_student(SOURCE, functions=FUNCTIONS, pool=pool, forecast=forecast) as ahead:
         got = losses(ahead, seeds)
-        assert ahead.calls_sent_ahead == ahead.calls_answered_ahead == len(seeds)
+        assert ahead.ahead.sent == ahead.ahead.answered == len(seeds)
     for (loss, grad), (want_loss, want_grad) in zip(got, expected, strict=True):
         assert torch.equal(loss, want_loss) and torch.equal(grad, want_grad)
 
@@ -96,7 +95,7 @@ def test_the_worker_runs_exactly_the_calls_made_while_the_forecast_holds(pool):
     forecast = recorded(pool, lambda s: [s.count(x) for x in xs])
     with open_student(SOURCE, functions=FUNCTIONS, pool=pool, forecast=forecast) as ahead:
         counts = [int(ahead.count(x)[0]) for x in xs]
-        assert ahead.calls_answered_ahead == len(xs)
+        assert ahead.ahead.answered == len(xs)
     assert counts == [1, 2, 3, 4, 5]  # each call saw the calls before it, and no others
 
 
@@ -110,7 +109,7 @@ def test_a_call_that_differs_drops_the_forecast_and_gets_its_own_answer(pool):
         # the 4 calls sent ahead and dropped were run, their answers thrown away; from here
         # on, every call is one round trip
         assert int(ahead.count(xs[1])[0]) == 1 + 4 + 1
-        assert ahead.calls_answered_ahead == 1 and ahead.calls_sent_ahead == 5
+        assert ahead.ahead.answered == 1 and ahead.ahead.sent == 5
         assert ahead.restarts == 0
 
 
@@ -119,7 +118,7 @@ def test_at_most_AHEAD_CALLS_are_sent_before_they_are_asked_for(pool):
     forecast = recorded(pool, lambda s: [s.count(x) for x in xs])
     with open_student(SOURCE, functions=FUNCTIONS, pool=pool, forecast=forecast) as ahead:
         ahead.count(xs[0])
-        assert ahead.calls_sent_ahead == AHEAD_CALLS + 1  # the one answered, then topped up
+        assert ahead.ahead.sent == AHEAD_CALLS + 1  # the one answered, then topped up
         ahead.scaled(torch.ones(2), 1.0)  # differs: AHEAD_CALLS dropped
         assert int(ahead.count(xs[1])[0]) == 1 + AHEAD_CALLS + 1
 
@@ -136,5 +135,5 @@ def test_a_dropped_call_that_never_returns_costs_one_short_wait(pool):
         assert torch.equal(ahead.scaled(torch.full((2,), 5.0), 2.0), torch.full((2,), 10.0))
         waited = time.monotonic() - start
         assert ahead.restarts == 1  # the stuck worker was stopped, a fresh one answered
-        assert ahead.calls_answered_ahead == 1
+        assert ahead.ahead.answered == 1
     assert waited >= WAITS.forecast_drop_s

@@ -12,16 +12,25 @@ import textwrap
 
 import pytest
 
-from grader.sandbox import isolation, launch, uids
-from grader.sandbox.isolation import (
+from grader.sandbox import (
+    INSIDE_UID,
+    LEVEL_ENV,
+    REQUIRE_ENV,
+    WORKDIR,
     IsolationError,
     IsolationInfo,
     Level,
+    blocked_bwrap_hint,
     check_required,
     detect_isolation,
     doctor_report,
+    lock_uid,
+    probe,
+    read_only_view,
+    running_as_root,
+    spawn_worker,
+    uid_slots,
 )
-from grader.sandbox.worker.contract import INSIDE_UID, WORKDIR
 
 pytestmark = pytest.mark.usefixtures("time_guard")
 
@@ -67,7 +76,7 @@ def test_levels_are_ordered_and_parse():
 
 def test_probe_names_the_missing_tool(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no tool at all
-    assert isolation.probe(Level.BWRAP) == "bwrap, setpriv, env not found on PATH"
+    assert probe(Level.BWRAP) == "bwrap, setpriv, env not found on PATH"
 
 
 def test_probe_actually_runs_the_sandbox(monkeypatch, tmp_path):
@@ -76,9 +85,7 @@ def test_probe_actually_runs_the_sandbox(monkeypatch, tmp_path):
     fake.write_text("#!/bin/sh\necho 'bwrap: creating new namespace failed' >&2\nexit 1\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-    assert isolation.probe(Level.BWRAP) == (
-        "bwrap probe exited 1: bwrap: creating new namespace failed"
-    )
+    assert probe(Level.BWRAP) == ("bwrap probe exited 1: bwrap: creating new namespace failed")
 
 
 def test_detect_prefers_bwrap_when_the_host_offers_it():
@@ -87,17 +94,17 @@ def test_detect_prefers_bwrap_when_the_host_offers_it():
     info = detect_isolation(refresh=True)
     assert info.level is Level.BWRAP, info.problems
     assert info.tool.startswith("bubblewrap")
-    assert all(info.layers.values()) or not isolation.running_as_root()
+    assert all(info.layers.values()) or not running_as_root()
 
 
 def test_strict_setting_refuses_a_weaker_host(monkeypatch):
-    monkeypatch.setenv(isolation.LEVEL_ENV, "rlimits")  # this host, capped below bwrap
+    monkeypatch.setenv(LEVEL_ENV, "rlimits")  # this host, capped below bwrap
     with pytest.raises(IsolationError, match=r"bwrap is required .* offers only (rlimits|none)"):
-        launch.start_worker(require=Level.BWRAP)
-    monkeypatch.setenv(isolation.REQUIRE_ENV, "bwrap")
+        spawn_worker(require=Level.BWRAP)
+    monkeypatch.setenv(REQUIRE_ENV, "bwrap")
     with pytest.raises(IsolationError, match="bwrap is required"):
-        launch.start_worker()
-    assert uids.slots.held() == set()  # no uid slot leaked by the refusal
+        spawn_worker()
+    assert uid_slots.held() == set()  # no uid slot leaked by the refusal
 
 
 def test_strict_setting_accepts_an_equal_or_stronger_host():
@@ -108,8 +115,8 @@ def test_strict_setting_accepts_an_equal_or_stronger_host():
 
 
 def test_doctor_report_shows_level_layers_limits_and_an_unmet_requirement(monkeypatch):
-    monkeypatch.setenv(isolation.LEVEL_ENV, "rlimits")
-    monkeypatch.setenv(isolation.REQUIRE_ENV, "bwrap")
+    monkeypatch.setenv(LEVEL_ENV, "rlimits")
+    monkeypatch.setenv(REQUIRE_ENV, "bwrap")
     text = doctor_report()
     assert text.startswith(("Sandbox level: rlimits", "Sandbox level: none"))
     assert "NOT MET" in text and "WARNING: the sandbox runs on resource limits only" in text
@@ -185,7 +192,7 @@ def test_bwrap_worker_sees_nothing_of_the_judge(
 
 @pytest.mark.sandbox
 def test_as_root_each_worker_runs_as_its_own_unprivileged_host_uid(start, kit, tmp_path):
-    if not isolation.running_as_root():
+    if not running_as_root():
         pytest.skip("the judge is not root: workers keep the judge's uid")
     first, second = start(), start()
     assert first.uid != second.uid and {first.uid, second.uid} <= set(range(60000, 61000))
@@ -198,13 +205,13 @@ def test_as_root_each_worker_runs_as_its_own_unprivileged_host_uid(start, kit, t
 
 
 def test_judges_in_two_processes_never_share_a_worker_uid():
-    if not isolation.running_as_root():
+    if not running_as_root():
         pytest.skip("uid slots are only used when the judge is root")
     other = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            "from grader.sandbox import uids\nprint(uids.slots.take(), flush=True)\ninput()",
+            "from grader.sandbox import uid_slots\nprint(uid_slots.take(), flush=True)\ninput()",
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -212,12 +219,12 @@ def test_judges_in_two_processes_never_share_a_worker_uid():
     )
     try:
         theirs = int(other.stdout.readline())
-        mine = uids.slots.take()
-        uids.slots.give_back(mine)
+        mine = uid_slots.take()
+        uid_slots.give_back(mine)
         assert mine != theirs
     finally:
         other.communicate("\n", timeout=30)
-    lock = uids.lock_uid(theirs)  # their flock went away with their process
+    lock = lock_uid(theirs)  # their flock went away with their process
     assert lock is not None
     os.close(lock)
 
@@ -235,7 +242,7 @@ def _status_field(pid: int, name: str) -> list[str] | None:
 
 def test_a_venv_below_tmp_is_bound_after_the_private_tmp():
     """bwrap applies its arguments in order: a bind before `--tmpfs /tmp` would be hidden."""
-    argv = isolation.read_only_view([("/tmp/ci/venv", "/tmp/ci/venv")], 1 << 20)
+    argv = read_only_view([("/tmp/ci/venv", "/tmp/ci/venv")], 1 << 20)
     tmpfs = argv.index("--tmpfs")
     bind = argv.index("/tmp/ci/venv")
     assert argv[tmpfs + 1] == "/tmp" and tmpfs < bind
@@ -252,14 +259,15 @@ def test_an_installed_but_blocked_bwrap_points_to_the_container_flags(monkeypatc
     )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-    monkeypatch.setenv(isolation.REQUIRE_ENV, "bwrap")
+    monkeypatch.setenv(REQUIRE_ENV, "bwrap")
     try:
         info = detect_isolation(refresh=True)
         text = doctor_report()
         with pytest.raises(IsolationError, match="in a container, run it with the flags in docs"):
             check_required(info)
     finally:
-        isolation._detect.cache_clear()  # the next test probes this host's real bwrap again
+        monkeypatch.undo()  # the real PATH, then the real probe, for the tests that follow
+        detect_isolation(refresh=True)
     assert info.level < Level.BWRAP
     hint = next(line for line in text.splitlines() if line.startswith("HINT: "))
     assert "bwrap probe exited 1: bwrap: Can't mount proc on /newroot/proc" in hint
@@ -268,7 +276,7 @@ def test_an_installed_but_blocked_bwrap_points_to_the_container_flags(monkeypatc
 
 
 def test_no_container_hint_when_bwrap_works_or_is_missing(monkeypatch, tmp_path):
-    assert isolation.blocked_bwrap_hint(_fake_info(Level.BWRAP)) is None
+    assert blocked_bwrap_hint(_fake_info(Level.BWRAP)) is None
     failed = IsolationInfo(Level.RLIMITS, "fake", "", {}, ("bwrap: bwrap probe exited 1: x",))
     monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap installed: install it, no flags
-    assert isolation.blocked_bwrap_hint(failed) is None
+    assert blocked_bwrap_hint(failed) is None

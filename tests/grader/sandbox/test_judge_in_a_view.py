@@ -17,7 +17,7 @@ import textwrap
 
 import pytest
 
-from grader.sandbox import isolation
+from grader.sandbox import running_as_root
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.usefixtures("bwrap_level")]
 
@@ -27,13 +27,12 @@ OTHER_GID = 10001  # a gid unlike the uid, as an image's user may have
 LEVELS = textwrap.dedent(
     """
     import json, os, sys, time
-    from grader.sandbox import Limits, WorkerPool, open_student
-    from grader.sandbox.isolation import Level, detect_isolation
-    from grader.sandbox.launch import start_worker
+    from grader.sandbox import Level, Limits, WorkerPool, detect_isolation, spawn_worker
+    from grader.sandbox.remote import open_student
     limits = Limits(call_wall_seconds=5, grading_wall_seconds=20)
     out = {"level": detect_isolation().level.name, "workers": {}}
     for level in (Level.BWRAP, Level.RLIMITS):
-        w = start_worker(limits, level=level, worker_dir=sys.argv[1], script="id.py", args=[])
+        w = spawn_worker(limits, level=level, worker_dir=sys.argv[1], script="id.py", args=[])
         deadline = time.monotonic() + 20
         while w.alive() and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -67,7 +66,7 @@ def _run_in_view(kit, uid, binds, command, timeout, gid=None):
 )
 def test_every_level_runs_and_says_what_it_is(kit, tmp_path, uid, gid):
     """gid unlike uid: a forked worker maps each into its user namespace on its own."""
-    if not isolation.running_as_root():
+    if not running_as_root():
         pytest.skip("a view with another uid needs root to set it up")
     reference = str(kit.repo / "reference" / "gspo.py")
     folder = kit.write_scripts(tmp_path / "w", **{"id.py": ID_SCRIPT.format(repo=reference)})
@@ -95,7 +94,7 @@ def test_every_level_runs_and_says_what_it_is(kit, tmp_path, uid, gid):
 def test_the_adversarial_suite_holds_for_an_unprivileged_judge(kit):
     """Every attack, against forked and spawned workers of a judge running as uid 65534; no
     test may skip (a skip would hide an attack that was never tried)."""
-    if not isolation.running_as_root():
+    if not running_as_root():
         pytest.skip("already unprivileged: the suite itself runs as this user")
     suite = "tests/grader/sandbox/test_adversarial.py"
     command = [sys.executable, "-m", "pytest", suite, "-q", "-p", "no:cacheprovider", "-rs"]

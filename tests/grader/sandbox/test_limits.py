@@ -10,9 +10,8 @@ import signal
 
 import pytest
 
-from grader.sandbox import StudentCrash, open_student
-from grader.sandbox.handle import describe_signal
-from grader.sandbox.worker.contract import GIB, MIB, Limits, LimitsError
+from grader.sandbox import GIB, MIB, Limits, LimitsError, StudentCrash, describe_signal
+from grader.sandbox.remote import open_student
 
 pytestmark = pytest.mark.usefixtures("time_guard")
 

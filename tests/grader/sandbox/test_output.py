@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from grader.sandbox.output import OutputCapture
+from grader.sandbox import OutputCapture
 
 
 def test_settle_returns_only_once_what_the_pipe_held_is_kept():

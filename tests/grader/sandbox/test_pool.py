@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from grader.sandbox import open_student
-from grader.sandbox.pool import WorkerPool
+from grader.sandbox import WorkerPool
+from grader.sandbox.remote import open_student
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("time_guard")]
 

@@ -7,8 +7,13 @@ import gc
 import pytest
 import torch
 
-from grader.sandbox import remote_autograd
-from grader.sandbox.remote_autograd import ProtocolError, attach, check_grads, mirror_mutations
+from grader.sandbox.remote import (
+    ProtocolError,
+    attach,
+    caller_device,
+    check_grads,
+    mirror_mutations,
+)
 
 
 class FakeWorker:
@@ -96,4 +101,4 @@ def test_mutations_are_mirrored_including_new_shapes():
 
 def test_caller_device_prefers_an_accelerator():
     cpu, meta = torch.zeros(1), torch.zeros(1, device="meta")
-    assert remote_autograd.caller_device([cpu, meta]) is None
+    assert caller_device([cpu, meta]) is None

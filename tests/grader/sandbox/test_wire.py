@@ -16,16 +16,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grader.sandbox.worker.wire import (
-    DTYPES,
-    Channel,
-    WireClosed,
-    WireError,
-    WireLimits,
-    WireTimeout,
-    encode,
-    with_fields,
-)
+from grader.sandbox import WireClosed, WireError, WireTimeout
+from grader.sandbox.remote import DTYPES, Channel, WireLimits, encode, with_fields
 
 SMALL = WireLimits(
     max_message_bytes=1 << 20, max_elements=1 << 16, max_header_bytes=1 << 16, max_str_chars=1000

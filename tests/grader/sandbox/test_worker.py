@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.sandbox.launch import WORKER_DIR, WORKER_SCRIPT
-from grader.sandbox.worker.wire import Channel
+from grader.sandbox import WORKER_DIR, WORKER_SCRIPT
+from grader.sandbox.remote import Channel
 
 pytestmark = pytest.mark.sandbox
 

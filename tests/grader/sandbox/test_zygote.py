@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from grader.sandbox import StudentCrash, WorkerPool, open_student
-from grader.sandbox.zygote_client import ZygoteClient, ZygoteError, zygote_possible
+from grader.sandbox import StudentCrash, WorkerPool, ZygoteClient, ZygoteError, zygote_possible
+from grader.sandbox.remote import open_student
 
 pytestmark = [
     pytest.mark.sandbox,

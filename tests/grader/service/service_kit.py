@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-TOKEN = "instructor-token-0123456789"
+TOKEN = "instructor-token-0123456789abcdefghijklmnop"
 
 
 def wait_until(condition, timeout: float = 10.0) -> None:

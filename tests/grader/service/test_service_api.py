@@ -86,8 +86,14 @@ def test_history_is_newest_first_and_private(make_client):
     assert items[0]["submission_id"] == second["submission_id"]
     assert [i["passed"] for i in items] == [False, True]
     wrong = client.get("/api/submissions", params=ada, headers={"X-Student-Key": "x"})
-    assert wrong.status_code == 403
-    assert client.get("/api/submissions", params={"student": "nobody"}).status_code == 404
+    unknown = client.get(
+        "/api/submissions", params={"student": "nobody"}, headers={"X-Student-Key": "x"}
+    )
+    assert (wrong.status_code, wrong.json()) == (
+        unknown.status_code,
+        unknown.json(),
+    )  # no enumeration
+    assert wrong.status_code == 403 and "name and key" in wrong.json()["detail"]
 
 
 def test_one_submission_is_visible_to_its_student_and_the_instructor_only(make_client):
@@ -207,8 +213,8 @@ def test_instructor_endpoints_need_the_right_token(make_client):
     assert csv.headers["content-type"].startswith("text/csv")
     lines = csv.text.strip().split("\n")
     assert lines[0].startswith("student,exercise,submissions,ungradable,best_score,max_score")
-    assert lines[1].startswith("ada,gspo,2,0,20.0,20.0,20.0,True,")
-    assert lines[2].startswith("grace,gspo,1,0,0.0,20.0,0.0,False,")
+    assert lines[1].startswith("ada,gspo,2,0,20,20,20,True,")
+    assert lines[2].startswith("grace,gspo,1,0,0,20,0,False,")
 
 
 def test_metrics_count_gradings_by_outcome(make_client):
@@ -251,6 +257,7 @@ def test_fallback_page_when_the_web_page_is_not_built(make_client):
     assert page.status_code == 200 and "npm run build" in page.text
 
 
+@pytest.mark.filterwarnings("ignore:Duplicate Operation ID")  # GET|POST /lti/login
 def test_built_web_page_is_served_at_the_root(make_client, tmp_path):
     web = tmp_path / "dist"
     (web / "assets").mkdir(parents=True)
@@ -261,7 +268,7 @@ def test_built_web_page_is_served_at_the_root(make_client, tmp_path):
     assert "gspo page" in client.get("/?exercise=dpo").text  # the page's address of an exercise
     assert client.get("/assets/app.js").text == "console.log(1)"
     assert client.get("/api/exercise").status_code == 200
-    assert client.get("/docs").status_code == 200
+    assert client.get("/openapi.json").status_code == 200
 
 
 def test_a_grader_that_raises_makes_the_job_ungradable_after_two_attempts(make_client):
@@ -412,7 +419,7 @@ def test_a_grader_fault_is_retried_then_ungradable_and_never_scores(make_client)
     assert listing[0]["status"] == "ungradable" and listing[0]["score"] is None
     auth = {"Authorization": f"Bearer {TOKEN}"}
     row = client.get("/api/instructor/gradebook.csv", headers=auth).text.strip().split("\n")[1]
-    assert row.startswith("ada,gspo,1,1,20.0,20.0,20.0,True,")  # latest is the graded one
+    assert row.startswith("ada,gspo,1,1,20,20,20,True,")  # latest is the graded one
 
 
 def test_a_refused_first_submit_claims_no_name(make_client):

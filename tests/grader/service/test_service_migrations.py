@@ -6,6 +6,7 @@ with a line that says what to do."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import subprocess
@@ -197,3 +198,26 @@ def test_a_new_database_has_gradings_and_heartbeats_and_no_other_queue(database_
     assert {"students", "submissions", "gradings", "nodes", "plots"} <= tables
     assert not {t for t in tables if t.startswith("procrastinate") or t == "runs"}
     store.close()
+
+
+def test_names_are_normalised_and_colliding_ones_reported_on_upgrade(tmp_path, caplog):
+    path = tmp_path / "grader.sqlite3"
+    first_release_database(path)
+    with sqlite3.connect(path) as db:
+        for name in (" Bob  Lee ", "Ada", "\u0430da"):  # renamed; collides with ada; mixed
+            db.execute("INSERT INTO students VALUES (?, ?, ?)", (name, "ab" * 32, "2026"))
+        row = db.execute("SELECT * FROM submissions LIMIT 1").fetchone()
+        db.execute(
+            "INSERT INTO submissions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            ("4" * 32, "5" * 32, " Bob  Lee ", *row[3:]),
+        )
+    store = open_store(f"sqlite:///{path}", migrate=True)
+    assert store.student_key_hash("bob lee") == "ab" * 32
+    assert store.student_key_hash(" Bob  Lee ") is None
+    assert [s.submission_id for s in store.list_submissions("bob lee")] == ["4" * 32]
+    assert store.student_key_hash("Ada") and store.student_key_hash("ada")  # left as they were
+    assert store.student_key_hash("李雷 2")  # already normal
+    store.close()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "names ['Ada', 'ada'] are one once normalised ('ada'); left as they are" in warnings
+    assert "name '\u0430da' mixes scripts; left as it is" in warnings

@@ -22,11 +22,11 @@ def test_defaults_put_the_database_in_the_data_dir(monkeypatch, tmp_path):
 
 def test_environment_values_are_read_with_the_prefix(monkeypatch):
     monkeypatch.setenv("GSPO_GRADER_POOL_SIZE", "5")
-    monkeypatch.setenv("GSPO_GRADER_INSTRUCTOR_TOKEN", "a-long-enough-token")
+    monkeypatch.setenv("GSPO_GRADER_INSTRUCTOR_TOKEN", "a-long-enough-token-0123456789abcdef")
     settings = load_settings(data_dir=Path("/tmp/x"))
     assert settings.pool_size == 5
-    assert settings.instructor_token.get_secret_value() == "a-long-enough-token"
-    assert "a-long-enough-token" not in repr(settings)
+    assert settings.instructor_token.get_secret_value() == "a-long-enough-token-0123456789abcdef"
+    assert "a-long-enough-token-0123456789abcdef" not in repr(settings)
 
 
 @pytest.mark.parametrize(
@@ -35,7 +35,7 @@ def test_environment_values_are_read_with_the_prefix(monkeypatch):
         ("GSPO_GRADER_POOL_SIZE", "zero"),
         ("GSPO_GRADER_MAX_QUEUE", "-1"),
         ("GSPO_GRADER_PORT", "70000"),
-        ("GSPO_GRADER_INSTRUCTOR_TOKEN", "short"),
+        ("GSPO_GRADER_INSTRUCTOR_TOKEN", "s" * 31),
         ("GSPO_GRADER_LOG_LEVEL", "loud"),
         ("GSPO_GRADER_DATABASE_URL", "mysql://localhost/grader"),
     ],

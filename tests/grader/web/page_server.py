@@ -44,7 +44,7 @@ def _stale(dist_index: Path) -> bool:
         return True
     built = dist_index.stat().st_mtime
     sources = [WEB / "index.html", WEB / "build.mjs", WEB / "package-lock.json"]
-    sources += list((WEB / "src").rglob("*"))
+    sources += list((WEB / "src").rglob("*")) + list((WEB / "docs").rglob("*"))
     return any(path.stat().st_mtime > built for path in sources if path.exists())
 
 

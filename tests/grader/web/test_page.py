@@ -179,3 +179,42 @@ def test_failing_server_answers_show_a_message(page, status, detail, expected):
     if detail:
         expect(alert).to_contain_text(detail)
     expect(button(page, "Run")).to_be_enabled()
+
+
+def _csp_reports(page) -> list[str]:
+    reports: list[str] = []
+    page.on(
+        "console",
+        lambda m: reports.append(m.text) if "Content Security Policy" in m.text else None,
+    )
+    return reports
+
+
+def test_the_page_breaks_no_rule_of_its_content_security_policy(browser, server):
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    reports = _csp_reports(page)
+    response = page.goto(server)
+    assert "script-src 'self';" in response.headers["content-security-policy"]
+    page.locator("#statement .katex").first.wait_for()
+    page.locator(".cm-content").filter(has_text="def sequence_ratio").wait_for()
+    assert reports == [], f"the page broke its content security policy: {reports}"
+    set_code(page, (REPO / "reference" / "gspo.py").read_text(), default_exercise().id)
+    button(page, "Run").click()
+    wait_for_report(page)  # results, tables and plots drawn under the policy
+    page.locator("img").first.wait_for()
+    context.close()
+    assert reports == [], f"the page broke its content security policy: {reports}"
+
+
+def test_the_api_reference_loads_nothing_from_another_origin(browser, server):
+    context = browser.new_context()
+    page = context.new_page()
+    reports = _csp_reports(page)
+    elsewhere: list[str] = []
+    page.on("request", lambda r: None if r.url.startswith(server) else elsewhere.append(r.url))
+    page.goto(f"{server}/docs")
+    page.locator(".swagger-ui .info .title").filter(has_text="gspo-grader").wait_for()
+    page.locator(".opblock-tag").first.wait_for()
+    context.close()
+    assert elsewhere == [] and reports == [], (elsewhere, reports)

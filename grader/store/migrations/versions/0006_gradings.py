@@ -8,14 +8,14 @@ the address that created them, and procrastinate's tables and functions (the que
 earlier releases, PostgreSQL only) are dropped where they exist.
 
 Revision ID: 0006
-Revises: 0004
+Revises: 0005_names
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0006"
-down_revision = "0004"
+down_revision = "0005_names"
 branch_labels = None
 depends_on = None
 

@@ -12,7 +12,7 @@ A call is remembered under its arguments (every value; every tensor's dtype, sha
 requires_grad and leaf flags and bytes; which arguments are the same tensor), the grad mode
 and the default dtype. Its first computation runs on copies of the arguments, as a worker
 runs a student's call (worker/calls.py). Each later call gets fresh copies of the result,
-wired into the caller's autograd as a student's result is (sandbox/remote_autograd.py). The
+wired into the caller's autograd as a student's result is (sandbox/remote/autograd.py). The
 gradient of the outputs' sum (`loss.backward()`) is remembered too; any other backward runs
 on the remembered graph.
 
@@ -33,9 +33,8 @@ from types import ModuleType
 
 import torch
 
-from grader.sandbox import remote_autograd
-from grader.sandbox.worker import calls
-from grader.sandbox.worker.codec import Frame, TensorSpec, replace_tensors, tensors_in
+from grader.sandbox import remote
+from grader.sandbox.remote import Frame, Graph, TensorSpec, replace_tensors, tensors_in
 
 MEMO_CALLS = 2048  # calls remembered per exercise; the least recently used go first
 MEMO_BYTES = 32 << 20  # and at most this many bytes of arguments (GSPO: ~70 calls, ~0.3 MB)
@@ -55,19 +54,19 @@ class Remembered:
 
     result: object  # its tensors detached; fresh copies go out
     positions: list[int]  # outputs (in tensors_in order) that require grad
-    graph: calls.Graph | None  # kept for backward (outputs and the copies' leaves)
+    graph: Graph | None  # kept for backward (outputs and the copies' leaves)
     sum_grads: list | None = None  # the gradient of the outputs' sum, once asked
 
     def replay(self, originals: list[torch.Tensor]) -> object:
         fresh = {id(t): t.clone() for t in tensors_in(self.result)}
         result = replace_tensors(self.result, fresh)
         grad_inputs = [t for t in originals if t.requires_grad]
-        return remote_autograd.attach(
+        return remote.attach(
             result, self.positions, grad_inputs, self.vjp, _nothing, DOUBLE_BACKWARD
         )
 
     def vjp(self, grad_outputs: list) -> list[torch.Tensor | None]:
-        if not remote_autograd.all_ones(grad_outputs):
+        if not remote.all_ones(grad_outputs):
             grads = self.graph.vjp(grad_outputs)
         else:
             if self.sum_grads is None:
@@ -123,7 +122,7 @@ class CallKey:
             raise _NotRemembered(str(t.device))
         self._index[id(t)] = len(self.tensors)
         self.tensors.append(t)
-        raw = calls.tensor_bytes(t)
+        raw = remote.tensor_bytes(t)
         self.nbytes += len(raw)
         return t.dtype, tuple(t.shape), t.requires_grad, t.is_leaf, raw
 
@@ -137,9 +136,11 @@ def _keyable(value: object) -> bool:
 
 
 class Memo:
-    """Remembered calls, least recently used first, within MEMO_CALLS and MEMO_BYTES."""
+    """Remembered calls, least recently used first, within `max_calls` calls and `max_bytes`
+    bytes of arguments (MEMO_CALLS and MEMO_BYTES unless set)."""
 
     def __init__(self) -> None:
+        self.max_calls, self.max_bytes = MEMO_CALLS, MEMO_BYTES
         self._calls: OrderedDict[tuple, tuple[Remembered | object, int]] = OrderedDict()
         self._bytes = 0  # of the remembered calls' arguments
 
@@ -160,7 +161,7 @@ class Memo:
     def put(self, key: tuple, entry: Remembered | object, nbytes: int) -> None:
         self._calls[key] = (entry, nbytes)
         self._bytes += nbytes
-        while len(self._calls) > MEMO_CALLS or self._bytes > MEMO_BYTES:
+        while len(self._calls) > self.max_calls or self._bytes > self.max_bytes:
             _, (_, dropped) = self._calls.popitem(last=False)
             self._bytes -= dropped
 
@@ -195,10 +196,10 @@ class RememberedFunction:
                  for t in originals]  # fmt: skip
         swap = {id(t): copy for t, copy in zip(originals, copies, strict=True)}
         args, kwargs = replace_tensors(list(args), swap), replace_tensors(kwargs, swap)
-        inputs = calls.prepare_inputs(Frame(None, copies, specs), args, kwargs)  # as a worker
+        inputs = remote.prepare_inputs(Frame(None, copies, specs), args, kwargs)  # as a worker
         rng = torch.get_rng_state()
         try:
-            result, mutated = calls.run_call(self._fn, inputs, grad)
+            result, mutated = remote.run_call(self._fn, inputs, grad)
         except Exception:  # the plain call raises it again, for the test
             return _PLAIN
         finally:
@@ -206,7 +207,7 @@ class RememberedFunction:
             torch.set_rng_state(rng)  # the plain call, if one follows, draws the same
         if drew or mutated or not _keyable(result):
             return _PLAIN
-        graph, positions = calls.graph_of(result, inputs)
+        graph, positions = remote.graph_of(result, inputs)
         kept = replace_tensors(result, {id(t): t.detach() for t in tensors_in(result)})
         return Remembered(kept, positions, graph)
 

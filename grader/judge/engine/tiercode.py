@@ -1,7 +1,7 @@
 """Compile the tier folder's modules once per judge process; run them afresh every grading.
 
 A warm judge collects the tier suites again for every grading, and the tier modules are
-dropped afterwards (engine.py), so nothing a test module holds passes from one student's
+dropped afterwards (pytest_session.py), so nothing a test module holds passes from one student's
 grading to the next. Without a cache, each grading also re-parses, assert-rewrites and
 compiles every module of the folder (~50 ms, since the judge may not write .pyc files).
 
@@ -23,6 +23,8 @@ from types import CodeType, ModuleType
 from typing import Any
 
 import pytest
+
+from grader.judge.engine.pytest_private import assertion_hook, rewritten
 
 
 class TierCode(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -60,9 +62,7 @@ class TierCode(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             return cached[1]
         tree = ast.parse(source, filename=str(path))
         if rewrite:  # exactly what pytest's hook does to a test module
-            from _pytest.assertion.rewrite import rewrite_asserts
-
-            rewrite_asserts(tree, source, str(path), self._rewriter.config)
+            tree = rewritten(tree, source, path, self._rewriter)
         code = compile(tree, str(path), "exec", dont_inherit=True)
         self._codes[key] = (source, code)
         return code
@@ -72,7 +72,7 @@ class TierCode(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def pytest_collection(self, session: pytest.Session) -> None:
         """Go in front of every finder for this run (pytest's hook is in place by now)."""
         self.uninstall()
-        self._rewriter = _assertion_hook()
+        self._rewriter = assertion_hook()
         sys.meta_path.insert(0, self)
 
     def uninstall(self) -> None:
@@ -80,13 +80,3 @@ class TierCode(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         while self in sys.meta_path:
             sys.meta_path.remove(self)
         self._rewriter = None
-
-
-def _assertion_hook() -> Any:
-    """pytest's assertion-rewriting import hook of this run, or None (--assert=plain)."""
-    from _pytest.assertion.rewrite import AssertionRewritingHook
-
-    for finder in sys.meta_path:
-        if isinstance(finder, AssertionRewritingHook):
-            return finder
-    return None

@@ -8,7 +8,7 @@ Fixtures the tier tests use:
     record_artifacts a callable that stores the toy's result dict in the report
 
 For every pytest session the judge registers this module (the fixtures) and one
-GradingPlugin (the hooks; engine.py), which holds that session's Grading and puts it in
+GradingPlugin (the hooks), which holds that session's GradingRun and puts it in
 the config's stash, where the fixtures find it. Nothing here holds state of its own.
 """
 
@@ -18,18 +18,18 @@ from types import ModuleType
 
 import pytest
 
-from grader.judge.grading import Grading
-from grader.judge.recording import RecordingStudent
-from grader.judge.reference_memo import RememberedReference
-from grader.judge.verdicts import Verdict, judge_exception
+from grader.judge.engine.grading_run import GradingRun
+from grader.judge.engine.recording import RecordingStudent
+from grader.judge.engine.reference_memo import RememberedReference
+from grader.judge.engine.verdicts import TestVerdict, judge_exception
 
-GRADING = pytest.StashKey[Grading]()
+GRADING = pytest.StashKey[GradingRun]()
 
 
 class GradingPlugin:
-    """pytest's events for one grading, handed to its Grading."""
+    """pytest's events for one grading, handed to its GradingRun."""
 
-    def __init__(self, grading: Grading) -> None:
+    def __init__(self, grading: GradingRun) -> None:
         self.grading = grading
 
     def pytest_configure(self, config: pytest.Config) -> None:
@@ -39,11 +39,11 @@ class GradingPlugin:
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """Bind every tier test to its tier (a missing or unknown tier stops the run)."""
-        self.grading.bind(items)
+        self.grading.tests.bind(items)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
-            self.grading.problems.append(f"{report.nodeid}: {str(report.longrepr)[-600:]}")
+            self.grading.tests.problems.append(f"{report.nodeid}: {str(report.longrepr)[-600:]}")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> bool | None:
@@ -54,9 +54,9 @@ class GradingPlugin:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
         if call.excinfo is None:
-            verdict = Verdict("passed")
+            verdict = TestVerdict("passed")
         elif report.skipped and hasattr(report, "wasxfail"):
-            verdict = Verdict("skipped", str(report.wasxfail) or "expected to fail")
+            verdict = TestVerdict("skipped", str(report.wasxfail) or "expected to fail")
         else:  # a skip keeps its reason: it is the note the student reads
             verdict = judge_exception(call.excinfo.value, call.when)
         duration = call.duration if call.when == "call" else 0.0
@@ -64,7 +64,7 @@ class GradingPlugin:
         return report
 
 
-def _grading(request: pytest.FixtureRequest) -> Grading:
+def _grading(request: pytest.FixtureRequest) -> GradingRun:
     return request.config.stash[GRADING]
 
 

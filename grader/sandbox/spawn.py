@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from grader.sandbox import isolation, uids
+from grader.sandbox.doctor import check_required
 from grader.sandbox.handle import WorkerHandle, kill_through, wait_then_close
 from grader.sandbox.isolation import Level
 from grader.sandbox.output import OutputCapture
@@ -39,7 +40,7 @@ WORKER_DIR = Path(__file__).resolve().parent / "worker"
 WORKER_SCRIPT = "main.py"
 
 # One long-lived thread performs every spawn (see the module docstring): an executor's
-# worker thread never exits while the judge runs.
+# thread never exits while the judge runs.
 _spawner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gspo-sandbox-spawner")
 
 
@@ -63,7 +64,7 @@ class SpawnedEnd:
         self._init_pidfd = None
 
 
-def start_worker(
+def spawn_worker(
     limits: Limits | None = None,
     *,
     worker_dir: str | Path = WORKER_DIR,
@@ -80,7 +81,7 @@ def start_worker(
     per-grading wall clock off until `arm_grading_clock()` (the pool arms it on acquire).
     """
     info = isolation.detect_isolation(cap=level)
-    isolation.check_required(info, require)
+    check_required(info, require)
     if info.weak and info.level not in _warned_levels:  # once per process, not per worker
         _warned_levels.add(info.level)
         log.warning("sandbox is weaker than bwrap: %s", info.details)

@@ -29,7 +29,11 @@ class GraderFault(Exception):
 
 
 @dataclass(frozen=True)
-class Verdict:
+class TestVerdict:
+    """What one phase (setup, call, teardown) of a tier test came to, and whose fault."""
+
+    __test__ = False  # not a pytest test class
+
     outcome: str  # passed | failed | error | skipped
     message: str = ""
     blame: str = ""  # "" | "student" | "grader"
@@ -37,18 +41,18 @@ class Verdict:
     same_as: tuple | None = None  # the student error's identity: tests failing alike group
 
 
-def judge_exception(error: BaseException, phase: str) -> Verdict:
+def judge_exception(error: BaseException, phase: str) -> TestVerdict:
     """Classify an exception raised in a test's setup, call or teardown."""
     if isinstance(error, pytest.skip.Exception):
-        return Verdict("skipped", shorten(str(error.msg)))
+        return TestVerdict("skipped", shorten(str(error.msg)))
     if isinstance(error, SubmissionNotLoaded):
-        return Verdict("failed", shorten(str(error)), "student", same_as=("load", str(error)))
+        return TestVerdict("failed", shorten(str(error)), "student", same_as=("load", str(error)))
     if isinstance(error, StudentError):
         identity = (error.type_name, error.message, error.line)
-        return Verdict("failed", shorten(str(error)), "student", error, identity)
+        return TestVerdict("failed", shorten(str(error)), "student", error, identity)
     if phase == "call" and isinstance(error, AssertionError | pytest.fail.Exception):
-        return Verdict("failed", assertion_message(error), "student")
-    return Verdict("error", grader_message(error, phase), "grader")
+        return TestVerdict("failed", assertion_message(error), "student")
+    return TestVerdict("error", grader_message(error, phase), "grader")
 
 
 def hit_a_limit(error: BaseException | None) -> bool:

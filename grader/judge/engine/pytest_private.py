@@ -1,0 +1,56 @@
+"""Every private pytest name the judge uses, and nowhere else.
+
+Driving a grading's session in two steps (pytest_session.py) needs pytest's machinery below
+`pytest.main`; serving the tier modules' compiled code (tiercode.py) needs its assertion
+rewriter. pytest's version is pinned in pyproject.toml; tests/grader/judge/
+test_pytest_internals.py fails, naming the one that changed, when an upgrade moves or
+reshapes any of them.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _pytest.assertion.rewrite import AssertionRewritingHook, rewrite_asserts
+from _pytest.config import _prepareconfig
+
+PRIVATE_NAMES = (  # what test_pytest_internals.py checks, in one place
+    "_pytest.config._prepareconfig",
+    "_pytest.config.Config._do_configure",
+    "_pytest.config.Config._ensure_unconfigure",
+    "_pytest.assertion.rewrite.rewrite_asserts",
+    "_pytest.assertion.rewrite.AssertionRewritingHook",
+)
+
+
+def prepare_config(args: list[str], plugins: list) -> pytest.Config:
+    """The Config `pytest.main(args, plugins)` would make, not yet configured."""
+    return _prepareconfig(args, plugins)
+
+
+def configure(config: pytest.Config) -> None:
+    """What `pytest.main` does before the session starts (pytest_configure hooks)."""
+    config._do_configure()
+
+
+def unconfigure(config: pytest.Config) -> None:
+    """What `pytest.main` does after the session (pytest_unconfigure; idempotent)."""
+    config._ensure_unconfigure()
+
+
+def assertion_hook() -> Any:
+    """pytest's assertion-rewriting import hook of this run, or None (--assert=plain)."""
+    for finder in sys.meta_path:
+        if isinstance(finder, AssertionRewritingHook):
+            return finder
+    return None
+
+
+def rewritten(tree: ast.Module, source: bytes, path: Path, hook: Any) -> ast.Module:
+    """`tree` with its asserts rewritten exactly as pytest's hook rewrites a test module's."""
+    rewrite_asserts(tree, source, str(path), hook.config)
+    return tree

@@ -1,0 +1,174 @@
+"""Requests to one sandboxed worker, pipelined: the base of the student proxy.
+
+Every request is numbered (`seq`) and carries the ids of the autograd graphs the judge has
+let go; several may be sent before their replies are read (the calls sent ahead, forecast.py),
+within AHEAD_BYTES of unread requests, and replies are read strictly in request order, each
+kept until its request asks for it. A failed send or receive means something for the
+student (a crash, a timeout, a worker that broke the protocol): `_wire_failure` says what,
+after the proxy has stopped the worker (`_lose_worker`, which the proxy defines).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import time
+
+from grader.sandbox.errors import StudentCrash, StudentError, StudentTimeout
+from grader.sandbox.remote.forecast import AHEAD_BYTES, CallsAhead, ForecastCall
+from grader.sandbox.worker.codec import Encoded, Frame, encode, with_fields
+from grader.sandbox.worker.contract import WAITS, WireClosed, WireError, WireTimeout
+from grader.sandbox.worker.wire import Channel
+
+
+class Pipeline:
+    """The request side of a StudentProxy: numbering, sending, reading replies in order."""
+
+    filename: str
+    ahead: CallsAhead
+
+    def __init__(self) -> None:
+        self.requests = 0  # requests sent to a worker, load and calls sent ahead included
+        self._channel: Channel | None = None
+        self._worker = None  # the WorkerHandle serving now
+        self._generation, self._next_id, self._seq = 0, 0, 0
+        self._cpu_s = 0.0  # the current worker's CPU time in its last reply
+        self._released: list[int] = []
+        self._unread: collections.deque[tuple[int, int]] = collections.deque()  # (seq, bytes)
+        self._unread_bytes = 0
+        self._stash: dict[int, tuple[dict, Frame]] = {}  # replies read before they were wanted
+
+    def _lose_worker(self, reason: str | None) -> str:
+        raise NotImplementedError  # the proxy's
+
+    def _release(self, call_id: int, generation: int) -> None:
+        """Called by the GC: no I/O here; the id rides along with the next request."""
+        if generation == self._generation:
+            self._released.append(call_id)
+
+    def _request(
+        self, msg: dict, what: str, seconds: float, body: Encoded | None = None
+    ) -> tuple[dict, Frame]:
+        """One request and its reply within `seconds`; student failures become StudentError."""
+        frame_out = self._encode(msg, body)
+        deadline = time.monotonic() + seconds
+        self._send(msg["seq"], frame_out, what, seconds, deadline)
+        return self._receive(msg["seq"], what, seconds, deadline)
+
+    def _send(self, seq: int, frame: Encoded, what: str, seconds: float, deadline: float) -> None:
+        """Send a request once the unread replies leave it room (see forecast.AHEAD_BYTES)."""
+        while self._unread and self._unread_bytes + frame.nbytes > AHEAD_BYTES:
+            self._read_reply(what, seconds, deadline)
+        try:
+            self._post(seq, frame, deadline)
+        except WireError as exc:
+            raise self._wire_failure(exc, what, seconds) from None
+
+    def _post(self, seq: int, frame: Encoded, deadline: float) -> None:
+        """Send request `seq`; its reply is then due, in order."""
+        self.requests += 1
+        self._channel.send_frame(frame, deadline)
+        self._unread.append((seq, frame.nbytes))
+        self._unread_bytes += frame.nbytes
+
+    def _receive(self, seq: int, what: str, seconds: float, deadline: float) -> tuple[dict, Frame]:
+        """The reply to request `seq`; replies to earlier requests are read and kept."""
+        while seq not in self._stash:
+            self._read_reply(what, seconds, deadline)
+        reply, frame = self._stash.pop(seq)
+        if not reply["ok"]:
+            raise self._student_error(reply.get("error"))
+        return reply, frame
+
+    def _read_reply(self, what: str, seconds: float, deadline: float) -> None:
+        """Read the reply to the oldest request not yet answered, into the stash."""
+        try:
+            frame = self._channel.recv(deadline)
+        except WireError as exc:
+            raise self._wire_failure(exc, what, seconds) from None
+        reply = frame.value
+        if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
+            raise self._protocol_error("the worker sent a malformed reply")
+        if isinstance(reply.get("cpu_s"), float):
+            self._cpu_s = reply["cpu_s"]
+        if not self._unread or reply.get("seq") != self._unread[0][0]:
+            raise self._protocol_error("the worker's reply answers another request")
+        seq, nbytes = self._unread.popleft()
+        self._unread_bytes -= nbytes
+        self._stash[seq] = (reply, frame)
+
+    def _encode(self, msg: dict, body: Encoded | None = None) -> Encoded:
+        """Number the request and let it carry the graphs to release; `body`, the rest of
+        the request (a call's), is encoded already."""
+        msg["release"], self._released = self._released, []
+        self._seq += 1
+        msg["seq"] = self._seq
+        try:
+            if body is not None:
+                return with_fields(body, msg, self._channel.limits)
+            return encode(msg, self._channel.limits)
+        except WireError:  # a value the wire refuses: the calling test's bug, not the student's
+            self._released.extend(msg["release"])
+            raise
+
+    def _wire_failure(self, exc: WireError, what: str, seconds: float) -> StudentError:
+        """What a failed send or receive means for the student; the worker is stopped."""
+        if isinstance(exc, WireClosed):
+            description = self._lose_worker(None)
+            return StudentCrash(
+                f"the worker died during {what}: {description}",
+                description=description,
+                filename=self.filename,
+            )
+        if isinstance(exc, WireTimeout):
+            self._lose_worker(f"wall-clock limit of {seconds:g} s per call")
+            return StudentTimeout(f"{what} did not finish within {seconds:g} s")
+        return self._protocol_error(f"the worker sent a malformed message: {exc}")
+
+    def _protocol_error(self, message: str) -> StudentCrash:
+        """The worker broke the protocol (student code wrote to its channel?): stop it."""
+        self._lose_worker("broke the wire protocol")
+        return StudentCrash(message, filename=self.filename)
+
+    def _student_error(self, error: object) -> StudentError:
+        found = StudentError.from_reply(error, self.filename)
+        return found or self._protocol_error("the worker sent a malformed error reply")
+
+    # -- calls sent ahead (forecast.py) ----------------------------------------------------
+
+    def _send_ahead(self) -> None:
+        self.ahead.send(self._post_ahead, self._room_ahead)
+
+    def _room_ahead(self, nbytes: int) -> bool:
+        """A worker to send to, and room below AHEAD_BYTES of requests not yet answered."""
+        unread = self._unread and self._unread_bytes + nbytes > AHEAD_BYTES
+        return self._worker is not None and not unread
+
+    def _post_ahead(self, call: ForecastCall) -> tuple[int, int] | None:
+        self._next_id += 1
+        msg = {"id": self._next_id}
+        frame = self._encode(msg, call.body())
+        try:  # it fits the socket's buffers: sending never waits for the worker
+            self._post(msg["seq"], frame, time.monotonic() + WAITS.send_ahead_s)
+        except WireError:
+            return None
+        return msg["seq"], msg["id"]
+
+    def _drop_ahead(self) -> None:
+        """No more calls ahead: read the replies still coming, then release their graphs.
+        A worker slower than WAITS.forecast_drop_s is stopped; the next call starts another."""
+        pending, generation = self.ahead.drop(), self._generation
+        deadline = time.monotonic() + WAITS.forecast_drop_s
+        with contextlib.suppress(StudentError):  # the worker was stopped (_wire_failure)
+            for seq, call_id in pending:
+                while seq not in self._stash:
+                    self._read_reply("calls sent ahead", WAITS.forecast_drop_s, deadline)
+                self._stash.pop(seq)
+                self._release(call_id, generation)
+
+    def _forget_ahead(self) -> None:
+        """The worker is gone, and with it every request not yet answered."""
+        self.ahead.drop()
+        self._unread.clear()
+        self._unread_bytes = 0
+        self._stash.clear()

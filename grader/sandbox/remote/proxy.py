@@ -1,0 +1,295 @@
+"""The judge's side of the sandbox: a proxy whose methods run the student's functions remotely.
+
+    with open_student(source, functions=("f", "g")) as student:
+        loss = student.g(x, y)        # runs in the worker
+        loss.backward()               # the gradient of a sum came with the reply; any other
+                                      # output gradient is asked of the worker
+
+Each call sends its arguments over the data-only wire, waits at most
+Limits.call_wall_seconds, and rebuilds the result here (see autograd.py). A call that
+times out or finds the worker dead raises StudentTimeout / StudentCrash, and the next call
+starts a fresh worker and loads the source again: one crash fails one test, not the report.
+
+A function that timed out gets Limits.retry_wall_seconds for its later calls; once it has
+timed out twice, its remaining calls in this grading fail at once ("not run"), so code that
+never returns is judged in seconds, not after every test has waited out its own limit.
+
+Requests are pipelined (pipeline.py): given a forecast, the calls of an earlier grading of
+the same tests, the proxy sends its next calls ahead (`.ahead`, forecast.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from collections.abc import Iterator, Sequence
+
+import torch
+
+from grader.sandbox.errors import (
+    LoadError,
+    SandboxError,
+    StudentCrash,
+    StudentError,
+    StudentLoadError,
+    StudentTimeout,
+)
+from grader.sandbox.output import StudentOutput
+from grader.sandbox.remote import autograd as remote_autograd
+from grader.sandbox.remote.forecast import CallsAhead, Forecast, ForecastCall
+from grader.sandbox.remote.pipeline import Pipeline
+from grader.sandbox.spawn import spawn_worker
+from grader.sandbox.worker.codec import Encoded, Frame, encode
+from grader.sandbox.worker.contract import WAITS, Limits, Op, WireError
+from grader.sandbox.worker.wire import Channel
+
+MAX_RESTARTS = 20  # a submission that crashes on every call stops being restarted
+TIMEOUTS_BEFORE_NOT_RUN = 2  # a function that timed out this often is not called again
+
+
+class StudentProxy(Pipeline):
+    """The student's module, as seen from the judge: one attribute per declared function."""
+
+    def __init__(
+        self,
+        source: str,
+        *,
+        functions: Sequence[str],
+        filename: str = "submission.py",
+        limits: Limits | None = None,
+        pool=None,
+        forecast: Forecast | None = None,
+    ) -> None:
+        super().__init__()
+        self.source, self.filename, self.functions = source, filename, tuple(functions)
+        self.limits = limits or (pool.limits if pool is not None else Limits.from_env())
+        self.load_error: LoadError | None = None
+        self.restarts = 0
+        self.ahead = CallsAhead(forecast)  # calls sent ahead; this grading's own calls
+        self.worker_cpu_s = 0.0  # CPU time of this proxy's workers, as their replies said
+        self.isolation = ""
+        self._pool = pool
+        self._timeouts: dict[str, int] = {}  # function name -> timeouts in this grading
+        self._output = StudentOutput(self.limits.output_bytes)
+        for name in self.functions:
+            if name.startswith("_") or hasattr(type(self), name) or name in vars(self):
+                raise ValueError(f"cannot proxy a function named {name!r}")
+            setattr(self, name, _RemoteFunction(self, name))
+
+    @property
+    def worker(self):
+        """The WorkerHandle serving now (None between workers): which worker, how isolated."""
+        return self._worker
+
+    # -- worker lifecycle ------------------------------------------------------------------
+
+    def start(self) -> StudentProxy:
+        """Start (or take from the pool) a worker and load the source into it."""
+        worker = self._pool.acquire() if self._pool is not None else spawn_worker(self.limits)
+        self._worker, self._generation = worker, self._generation + 1
+        self.limits, self.isolation = worker.limits, worker.isolation
+        self._channel = Channel(worker.sock, worker.limits.wire())
+        self._wait_ready()
+        self.load_error = self._load()
+        if self.load_error is None:
+            self._send_ahead()
+        return self
+
+    def _wait_ready(self) -> None:
+        try:
+            frame = self._channel.recv(time.monotonic() + WAITS.worker_ready_s)
+        except WireError as exc:
+            description = self._lose_worker("did not become ready")
+            text, _ = self.output()
+            raise SandboxError(f"the worker did not start ({exc}; {description})\n{text}") from None
+        if not (isinstance(frame.value, dict) and frame.value.get("op") == Op.READY):
+            self._lose_worker("sent no ready message")
+            raise SandboxError("the worker's first message was not 'ready'")
+
+    def _load(self) -> LoadError | None:
+        msg = {"op": Op.LOAD, "source": self.source, "filename": self.filename}
+        msg["functions"] = list(self.functions)
+        cap = self._channel.limits.max_str_chars
+        if len(self.source) > cap:
+            size = f"{len(self.source)} characters; the limit is {cap}"
+            return LoadError("import_error", f"The submission is too large ({size}).")
+        try:
+            reply, _ = self._request(msg, "loading the submission", self.limits.call_wall_seconds)
+        except StudentError as exc:  # a timeout or crash while the module body ran
+            kind = exc.kind if exc.kind != "exception" else "import_error"
+            return LoadError(kind, str(exc), exc.line, exc.student_traceback)
+        error = reply.get("load_error")
+        found = None if error is None else LoadError.from_reply(error)
+        if error is not None and found is None:
+            self._lose_worker("broke the wire protocol")
+            return LoadError("crash", "The worker sent a malformed reply while loading.")
+        return found
+
+    def _ensure_worker(self) -> None:
+        if self._worker is not None:
+            return
+        if self.restarts >= MAX_RESTARTS:
+            raise StudentCrash(f"the worker crashed {self.restarts} times; not restarting")
+        self.restarts += 1
+        error = self.start().load_error
+        if error is not None:  # loaded before, fails now: this call fails with it
+            self.load_error = None
+            self._lose_worker("the submission failed to load again")
+            raise StudentLoadError(error, filename=self.filename)
+
+    def _lose_worker(self, reason: str | None) -> str:
+        """Kill (reason given) or reap (it is exiting) the worker; describe its end."""
+        worker, self._worker, self._channel = self._worker, None, None
+        self._forget_ahead()
+        if worker is None:
+            return "no worker"
+        if reason is None:
+            deadline = time.monotonic() + WAITS.exit_after_eof_s
+            while worker.alive() and time.monotonic() < deadline:
+                time.sleep(0.002)
+        worker.kill(reason=reason or "did not exit in time")
+        self._output.collect(worker)
+        self._count_cpu()
+        return worker.exit_description()
+
+    def _count_cpu(self) -> None:
+        self.worker_cpu_s += self._cpu_s
+        self._cpu_s = 0.0
+
+    def close(self) -> None:
+        """The grading is over: keep what the worker printed, and end it in the background
+        (idempotent). The captured output stays readable."""
+        worker, self._worker, self._channel = self._worker, None, None
+        self._forget_ahead()
+        if worker is None:
+            return
+        self._output.collect(worker, settle_s=WAITS.output_settle_s)
+        self._count_cpu()
+        worker.end_soon("grading finished")
+
+    # -- calls -----------------------------------------------------------------------------
+
+    def _timed(
+        self, name: str, what: str, msg: dict | None, seq: int = 0, body: Encoded | None = None
+    ) -> tuple[dict, Frame]:
+        """A request for function `name` (or, msg None, the reply to request `seq`, sent
+        ahead), within the wall clock the function has left (see above)."""
+        timeouts = self._timeouts.get(name, 0)
+        if timeouts >= TIMEOUTS_BEFORE_NOT_RUN:
+            raise StudentTimeout(f"not run: {name} timed out earlier in this grading")
+        seconds = self.limits.call_wall_seconds
+        if timeouts:
+            seconds = min(seconds, self.limits.retry_wall_seconds)
+        try:
+            if msg is None:
+                return self._receive(seq, what, seconds, time.monotonic() + seconds)
+            return self._request(msg, what, seconds, body)
+        except StudentTimeout:
+            self._timeouts[name] = timeouts + 1
+            raise
+
+    def _call(self, name: str, args: tuple, kwargs: dict) -> object:
+        if self.load_error is not None:
+            raise StudentLoadError(self.load_error, filename=self.filename)
+        body = {"op": Op.CALL, "name": name, "args": list(args), "kwargs": kwargs}
+        body["grad"] = torch.is_grad_enabled()
+        encoded = encode(body, self.limits.wire())  # a WireError is the calling test's bug
+        ahead = self.ahead.take(ForecastCall.of(encoded))
+        if ahead is not None:
+            seq, call_id = ahead
+            reply, _ = self._timed(name, name, None, seq)
+            self._send_ahead()
+        else:
+            if self.ahead.forecast is not None:
+                self._drop_ahead()
+            if self._timeouts.get(name, 0) < TIMEOUTS_BEFORE_NOT_RUN:
+                self._ensure_worker()
+            self._next_id += 1
+            call_id = self._next_id
+            reply, _ = self._timed(name, name, {"id": call_id}, body=encoded)
+        return self._finish_call(name, call_id, reply, encoded.originals)
+
+    def _finish_call(self, name: str, call_id: int, reply: dict, originals: list) -> object:
+        """The call's result for the judge: mutations mirrored, gradients wired."""
+        generation = self._generation
+        grad_inputs = [t for t in originals if t.requires_grad]
+        early = self._early_vjp(reply)
+        vjp = functools.partial(self._backward, call_id, generation, grad_inputs, name, early)
+        release = functools.partial(self._release, call_id, generation)
+        try:
+            remote_autograd.mirror_mutations(reply.get("mutated"), originals)
+            return remote_autograd.attach(
+                reply.get("result"), reply.get("grad_outputs"), grad_inputs, vjp, release
+            )
+        except remote_autograd.ProtocolError as exc:
+            raise self._protocol_error(str(exc)) from None
+
+    def _early_vjp(self, reply: dict) -> remote_autograd.EarlyVjp | None:
+        """The gradient of the outputs' sum that came with the reply, or the error it met."""
+        if "sum_error" in reply:
+            return remote_autograd.EarlyVjp(None, self._student_error(reply["sum_error"]))
+        if "sum_grads" in reply:
+            return remote_autograd.EarlyVjp(reply["sum_grads"], None)
+        return None
+
+    def _backward(self, call_id, generation, inputs, name, early, grad_outputs) -> list:
+        if early is not None and remote_autograd.all_ones(grad_outputs):
+            if early.error is not None:
+                raise early.error
+            grads = early.grads
+        else:
+            if generation != self._generation or self._worker is None:
+                raise StudentCrash(
+                    f"the worker that ran {name} has stopped since, so its graph is gone"
+                )
+            msg = {"op": Op.BACKWARD, "id": call_id, "grad_outputs": grad_outputs}
+            reply, _ = self._timed(name, f"the backward of {name}", msg)
+            grads = reply.get("grads")
+        try:
+            return remote_autograd.check_grads(grads, inputs)
+        except remote_autograd.ProtocolError as exc:
+            raise self._protocol_error(str(exc)) from None
+
+    def output(self) -> tuple[str, bool]:
+        """All output the student's code printed so far (every worker), and if it was cut.
+
+        Complete once `close()` has run: while a worker lives, the spawner's drain threads
+        may not yet have read what its last call printed.
+        """
+        if self._worker is not None:
+            self._output.collect(self._worker)
+        return self._output.text()
+
+
+class _RemoteFunction:
+    """`student.f(...)`: a callable that runs the named function in the worker."""
+
+    def __init__(self, proxy: StudentProxy, name: str) -> None:
+        self._proxy, self.__name__ = proxy, name
+
+    def __call__(self, *args, **kwargs):
+        return self._proxy._call(self.__name__, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<student function {self.__name__}>"
+
+
+@contextlib.contextmanager
+def open_student(
+    source: str,
+    *,
+    functions: Sequence[str],
+    filename: str = "submission.py",
+    limits: Limits | None = None,
+    pool=None,
+    forecast: Forecast | None = None,
+) -> Iterator[StudentProxy]:
+    """A loaded StudentProxy; its worker is stopped on exit. See .load_error first."""
+    proxy = StudentProxy(
+        source, filename=filename, functions=functions, limits=limits, pool=pool, forecast=forecast
+    )
+    try:
+        yield proxy.start()
+    finally:
+        proxy.close()

@@ -198,16 +198,33 @@ def correct(parsed: dict | None, expected_score: float | None) -> bool:
     return report["passed"] and (expected_score is None or report["score"] == expected_score)
 
 
+def counters(port: int) -> dict[str, float]:
+    """The service's /metrics counters that end in `_total` and carry no labels."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.request("GET", "/metrics")
+    text = connection.getresponse().read().decode()
+    connection.close()
+    found = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name.endswith("_total") and not line.startswith("#"):
+            found[name] = float(value)
+    return found
+
+
 def bench_warm(port: int, n: int, code: str, expected_score, pause: float = 0.0):
     """(2) Sequential warm Submits: latencies, the grader's own times (one per answered
-    request, in order), the count correct.
+    request, in order), the count correct, and the grader's counters over the phase
+    (/metrics: CPU in the judge and in the sandboxed worker, student calls, calls answered
+    from calls sent ahead).
 
     With `pause`, each request waits that long after the previous answer, so the pools have
     refilled their pre-started workers (a class where Submits do not arrive back to back)."""
     client = Client(port, f"bench-warm-{'paced' if pause else 'back-to-back'}", code)
     for _ in range(3):  # warm-up: the first requests create the student and touch caches
         client.submit()
-    times, grading, cpu, ahead, ok = [], [], [], [], 0
+    times, grading, ok = [], [], 0
+    before = counters(port)
     for _ in range(n):
         if pause:
             time.sleep(pause)
@@ -216,12 +233,10 @@ def bench_warm(port: int, n: int, code: str, expected_score, pause: float = 0.0)
         times.append(seconds)
         ok += correct(parsed, expected_score)
         if parsed:
-            report = parsed["report"]
-            grading.append(report["timings"]["total_s"])
-            metrics = report["metrics"]
-            cpu.append((metrics["judge_cpu_s"], metrics["worker_cpu_s"]))
-            ahead.append(metrics["calls_answered_ahead"] / max(metrics["student_calls"], 1))
-    return times, grading, cpu, ahead, ok
+            grading.append(parsed["report"]["timings"]["total_s"])
+    after = counters(port)
+    spent = {name: after.get(name, 0.0) - before.get(name, 0.0) for name in after}
+    return times, grading, spent, ok
 
 
 def bench_switching(port: int, n: int, codes: dict[str, str]):
@@ -346,17 +361,18 @@ def report_phase_2(
 ) -> tuple[float, float, list[float]]:
     paced = f", each {pause:g} s after the previous answer" if pause else ", back to back"
     print(f"(2) warm Submit over HTTP, {n} sequential requests{paced}")
-    warm, grading, cpu, ahead, ok = bench_warm(server.port, n, code, expected, pause)
+    warm, grading, spent, ok = bench_warm(server.port, n, code, expected, pause)
     print("  " + summary("warm", warm))
     print("  " + summary("of which grading (report.timings.total_s)", grading))
-    if cpu:
-        judge_cpu, worker_cpu = (statistics.median(c) * 1000 for c in zip(*cpu, strict=True))
-        print(
-            f"  CPU per grading (median): judge {judge_cpu:.0f} ms, sandboxed worker "
-            f"{worker_cpu:.0f} ms"
-        )
-        share = statistics.median(ahead) * 100
-        print(f"  student calls answered from calls sent ahead (median): {share:.0f}%")
+    judge_cpu = spent.get("gspo_grader_judge_cpu_seconds_total", 0.0) / n * 1000
+    worker_cpu = spent.get("gspo_grader_worker_cpu_seconds_total", 0.0) / n * 1000
+    print(
+        f"  CPU per grading (mean, /metrics): judge {judge_cpu:.0f} ms, sandboxed worker "
+        f"{worker_cpu:.0f} ms"
+    )
+    calls = spent.get("gspo_grader_student_calls_total", 0.0)
+    ahead = spent.get("gspo_grader_calls_answered_ahead_total", 0.0)
+    print(f"  student calls answered from calls sent ahead: {ahead / max(calls, 1) * 100:.0f}%")
     overhead = [total - graded for total, graded in zip(warm, grading, strict=False)]
     if overhead:
         print("  " + summary("service overhead (answer time minus grading time)", overhead))

@@ -118,6 +118,7 @@ class GradingNode:
         self._claims = threading.Lock()  # a claim and its entry in _running, as one step
         self._threads: list[threading.Thread] = []
         self._plots = ThreadPoolExecutor(1, thread_name_prefix="plots")  # matplotlib: one
+        self._previews = ThreadPoolExecutor(1, thread_name_prefix="previews")  # never before plots
 
     def start(self) -> None:
         self.store.beat(self.name)
@@ -128,7 +129,7 @@ class GradingNode:
             thread.start()
             self._threads.append(thread)
         for exercise_id in catalog():
-            self._plots.submit(self._draw_preview, exercise_id, version_of(exercise_id))
+            self._previews.submit(self._draw_preview, exercise_id, version_of(exercise_id))
 
     def wake(self) -> None:
         """A grading was queued: a waiting claim loop looks at once."""
@@ -143,6 +144,7 @@ class GradingNode:
         for thread in self._threads:
             thread.join(timeout=60)
         self._plots.shutdown(wait=False, cancel_futures=True)  # a drawing finishes alone
+        self._previews.shutdown(wait=False, cancel_futures=True)
 
     def _heartbeat(self) -> None:
         while not self._stop.wait(self.heartbeat_s):
@@ -198,7 +200,7 @@ class GradingNode:
             self.metrics.observe_grading(job.kind, outcome_label(report), seconds)
             self.on_finished(job.grading_id)
             self._plots.submit(self._draw_plots, job.exercise, report)
-            self._plots.submit(self._draw_preview, job.exercise, version)  # an edited exercise
+            self._previews.submit(self._draw_preview, job.exercise, version)  # an edited exercise
 
     def _grade(self, job: Job) -> Report:
         name = job.submission_id if job.kind == "submit" else None
@@ -209,8 +211,8 @@ class GradingNode:
             return ungradable_report(job.kind, job.exercise, f"{type(error).__name__}: {error}")
 
     def _draw_preview(self, exercise_id: str, version: str | None) -> None:
-        """The exercise's reference preview, once per exercise version, on the plot thread
-        (a grading never waits for it)."""
+        """The exercise's reference preview, once per exercise version, on a thread of its
+        own (neither a grading nor a graded plot waits for it; Figures are thread-safe)."""
         exercise = catalog().get(exercise_id)
         key = preview_key(exercise_id, version)
         if self._stop.is_set() or exercise is None or not exercise.experiment.is_file():

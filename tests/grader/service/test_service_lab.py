@@ -16,7 +16,7 @@ REFERENCE = default_exercise().reference.read_text()
 def ready_preview(client, exercise_id: str) -> dict:
     answers = []
     wait_until(lambda: answers.append(client.get(f"/api/exercises/{exercise_id}/preview")) or
-               answers[-1].status_code == 200, timeout=60)  # fmt: skip
+               answers[-1].status_code == 200, timeout=120)  # fmt: skip
     return answers[-1].json()
 
 

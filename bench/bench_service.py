@@ -13,7 +13,9 @@ It prints these figures and asserts nothing about time:
   3. load: N concurrent clients submitting for a while: all answered correctly?, p99,
      gradings/s, peak memory (PSS and summed RSS) of the server's process tree;
   4. and 5. the distributed deployment (bench/distributed.py): what the queue adds to a
-     Submit, and throughput with one and two worker processes (skip: --no-distributed).
+     Submit, and throughput with one and two worker processes (skip: --no-distributed);
+  6. live Submit p95 with and without a regrade running (bench/regrade_phase.py; only this
+     phase: --regrade-only).
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "reference" / "gspo.py"
 PY = sys.executable
+from regrade_phase import TOKEN as REGRADE_TOKEN  # noqa: E402
+from regrade_phase import report_regrade  # noqa: E402
+
 TIMEOUT_S = 300  # per request; a request that takes longer counts as an error
 
 
@@ -76,6 +81,7 @@ class Server:
         env = {**os.environ, "GSPO_GRADER_POOL_SIZE": str(pool_size)}
         env |= {"GSPO_GRADER_MAX_CONCURRENT": str(concurrent), "GSPO_GRADER_MAX_QUEUE": "64"}
         env["GSPO_GRADER_LOG_LEVEL"] = "warning"
+        env["GSPO_GRADER_INSTRUCTOR_TOKEN"] = REGRADE_TOKEN
         code = (
             f"from grader.service import serve; serve('127.0.0.1', {self.port}, {str(data_dir)!r})"
         )
@@ -320,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         "--pause", type=float, default=1.0, help="seconds between paced warm requests (1)"
     )
     parser.add_argument("--no-distributed", action="store_true", help="skip phases 4 and 5")
+    parser.add_argument("--regrade-only", action="store_true", help="only phase 6 (a regrade)")
     args = parser.parse_args(argv)
     cold_runs = 2 if args.quick else 3
     n_warm = args.requests or (10 if args.quick else 30)
@@ -327,6 +334,15 @@ def main(argv: list[str] | None = None) -> int:
     code = REFERENCE.read_text()
 
     print(f"machine: {os.cpu_count()} CPUs; python {sys.version.split()[0]}")
+    if args.regrade_only:
+        with tempfile.TemporaryDirectory() as data_dir:
+            server = Server(Path(data_dir), args.pool_size, args.concurrent)
+            try:
+                server.wait_ready()
+                report_regrade(server, n_warm, 2 * n_warm, code, None)
+            finally:
+                server.stop()
+        return 0
     print("(1) cold CLI grading of reference/gspo.py")
     cold, cold_report = bench_cold(cold_runs)
     print("  " + summary("cold", cold))
@@ -346,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
             report_switching(server, n_warm)
             metrics = cold_report["metrics"] if cold_report else {}
             report_phase_3(server, args.clients, duration, code, expected, metrics)
+            report_regrade(server, n_warm, 10 * n_warm, code, expected)
         finally:
             server.stop()
 

@@ -10,6 +10,8 @@
     gspo-grader worker [--concurrency N] [--metrics-port PORT]   (GSPO_GRADER_DATABASE_URL)
     gspo-grader db upgrade [--data-dir DIR]
     gspo-grader lti add-platform | platforms | rotate-key   (LTI 1.3; see docs/lti.md)
+    gspo-grader course schedule | extend | quota ...         (a term; see docs/instructors.md)
+    gspo-grader regrade EXERCISE [--course ID] --preview [--json] | --apply ID | --rollback
 
 Exit status: 0 every graded submission passed (or every check held); 1 one failed (a syntax
 error and a timeout count as failures); 2 the command itself was wrong (a missing path, an
@@ -78,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
     db.add_argument("--data-dir", default=None)
     lti = commands.add_parser("lti", help="LTI 1.3: register LMSs, rotate this tool's key")
     lti.add_argument("lti_args", nargs=argparse.REMAINDER, metavar="ACTION ...")
+    for name, what in (("course", "a course's term"), ("regrade", "grade Submits again")):
+        more = commands.add_parser(name, help=what, add_help=False)
+        more.add_argument("more_args", nargs=argparse.REMAINDER, metavar="...")
     return parser
 
 
@@ -94,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         "worker": cmd_worker,
         "db": cmd_db,
         "lti": cmd_lti,
+        "course": cmd_course,
+        "regrade": cmd_course,
     }
     try:
         with _logging(getattr(args, "verbose", None)):
@@ -344,6 +351,14 @@ def cmd_lti(args: argparse.Namespace) -> int:
     from grader.service.lti.commands import run_lti_command
 
     return run_lti_command(args.lti_args)
+
+
+def cmd_course(args: argparse.Namespace) -> int:
+    from grader.service.course_commands import course_command, regrade_command
+
+    with _service_problems():
+        command = course_command if args.command == "course" else regrade_command
+        return command(args.more_args)
 
 
 @contextlib.contextmanager

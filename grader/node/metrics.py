@@ -2,13 +2,18 @@
 
 Exposed: gradings by mode and outcome (counter), grading latency (histogram), requests turned
 away because the queue was full (counter), attempts retried after a grader fault or a lost
-grading node (counter), and gauges the caller passes (queue depth, in flight, readiness...).
+grading node (counter), the judges' own counters summed over gradings (`GradingStats`: CPU
+in the judge and the sandboxed worker, student calls, calls answered ahead, tier tests; they
+are not the student's to read, so they live here and not in the report), and gauges the
+caller passes (queue depth, in flight, readiness...).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
+
+from grader.judge import COUNTERS
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 OUTCOMES = ("passed", "failed", "submission_error", "grader_error")
@@ -25,6 +30,7 @@ class Metrics:
         self._bucket_counts = [0] * len(LATENCY_BUCKETS)
         self._latency_sum = 0.0
         self._latency_count = 0
+        self._stats: Counter[str] = Counter()  # GradingStats field -> sum over gradings
 
     def observe_grading(self, mode: str, outcome: str, seconds: float) -> None:
         with self._lock:
@@ -34,6 +40,12 @@ class Metrics:
             for i, bound in enumerate(LATENCY_BUCKETS):
                 if seconds <= bound:
                     self._bucket_counts[i] += 1
+
+    def observe_stats(self, report, stats) -> None:
+        """A judge's counters of one grading (`Grader(on_stats=...)`)."""
+        with self._lock:
+            for field in COUNTERS:
+                self._stats[field] += getattr(stats, field)
 
     def observe_rejected(self) -> None:
         with self._lock:
@@ -65,6 +77,9 @@ class Metrics:
              "retried.", self._retries),
         ):  # fmt: skip
             lines += [*_header(name, text, "counter"), f"{name} {value}"]
+        for field, name in COUNTERS.items():
+            text = f"Sum over gradings of the judges' {field.replace('_', ' ')}."
+            lines += [*_header(name, text, "counter"), f"{name} {self._stats[field]:g}"]
         return lines
 
     def _histogram_lines(self) -> list[str]:

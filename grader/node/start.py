@@ -67,11 +67,13 @@ def configure_logging(settings: Settings) -> None:
     )
 
 
-def build_grader(settings: Settings, pool_size: int | None = None):
-    """The real, warm grader: pre-started judge processes, each with a sandbox worker ready."""
+def build_grader(settings: Settings, metrics: Metrics, pool_size: int | None = None):
+    """The real, warm grader: pre-started judge processes, each with a sandbox worker ready;
+    each grading's counters go to `metrics`."""
     from grader.judge import Grader
 
-    return Grader(pool_size=pool_size or settings.pool_size, limits=settings.sandbox_limits())
+    size = pool_size or settings.pool_size
+    return Grader(size, limits=settings.sandbox_limits(), on_stats=metrics.observe_stats)
 
 
 def node_name() -> str:
@@ -95,7 +97,8 @@ def start_node(concurrency: int | None = None, metrics_port: int | None = None) 
     check_sandbox()
     concurrency = concurrency or settings.pool_size
     store = open_store(settings.resolved_database_url)
-    grader = build_grader(settings, concurrency)
+    metrics = Metrics()
+    grader = build_grader(settings, metrics, concurrency)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -103,7 +106,6 @@ def start_node(concurrency: int | None = None, metrics_port: int | None = None) 
     if not grader.wait_ready(600.0):
         raise RuntimeError(f"the judges did not start: {grader.start_error}")
     warm_plots(catalog().values())
-    metrics = Metrics()
     node = GradingNode(store, grader, metrics, node_name(), concurrency,
                        settings.heartbeat_seconds, settings.stalled_seconds)  # fmt: skip
     listener = Listener(settings.resolved_database_url, WORK_CHANNEL, lambda _: node.wake())

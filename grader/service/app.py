@@ -25,7 +25,16 @@ from grader.service.headers import SecurityHeaders, page_with_nonce
 from grader.service.lti import LtiService
 from grader.service.lti import routers as lti_routers
 from grader.service.ratelimit import FailureLimit
-from grader.service.routers import exercises, grade, health, instructor, reports, runs, submissions
+from grader.service.routers import (
+    course,
+    exercises,
+    grade,
+    health,
+    instructor,
+    reports,
+    runs,
+    submissions,
+)
 from grader.service.state import ServiceState
 from grader.settings import Settings, load_settings
 from grader.store import DatabaseError
@@ -79,7 +88,7 @@ def create_app(settings: Settings | None = None, grader=None) -> FastAPI:
     for error in DATABASE_ERRORS:
         app.add_exception_handler(error, database_unavailable)
     app.add_exception_handler(Exception, internal_error)
-    routers = (exercises, grade, runs, submissions, reports, instructor, health)
+    routers = (exercises, grade, runs, submissions, reports, instructor, course, health)
     for module in routers:
         app.include_router(module.router)
     for router in lti_routers:

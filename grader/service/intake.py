@@ -8,14 +8,18 @@ grading to stored submissions.
 Admission (one mechanism, decided in the database for the whole cluster): the queue holds
 `max_queue` gradings, of which Runs may fill half, so Submits always have room; a client
 (its student name, else its address) has one Run in flight, a student `max_per_student`
-Submits; an address creates `names_per_hour` new names. A refusal is 503 (full) or 429
-(your own limit), with Retry-After.
+Submits, and the quota of the course's term (N Submits per rolling window, ungradable
+ones not counted); an address creates `names_per_hour` new names. A refusal is 503 (full) or
+429 (your own limit), with Retry-After; a Submit before the exercise opens or after it
+closed (grader/term.py) is 403.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from fastapi import HTTPException, Response
 
@@ -27,11 +31,13 @@ from grader.store import (
     NameTaken,
     OwnerBusy,
     QueueFull,
+    QuotaUsed,
     Store,
     Submission,
     TooManyNames,
     now,
 )
+from grader.term import DEFAULT_COURSE, credit_for
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,7 @@ class Intake:
     new_key_hash: str | None = None  # the student is new: create it with this key
     also: Also | None = None  # more rows for the submission's transaction (LTI's outbox)
     shown_name: str | None = None  # the name the answer shows (LTI: the LMS's name)
+    course: str = DEFAULT_COURSE  # the LTI context (lti:<id>), else "default"
 
 
 async def accept(service: ServiceState, response: Response, intake: Intake):
@@ -54,7 +61,15 @@ async def accept(service: ServiceState, response: Response, intake: Intake):
     check_can_grade(service, intake.code)
     client = intake.student or f"address {intake.address or 'unknown'}"
     student = intake.student if intake.kind == "submit" else None
-    sent = Submission(new_id(), intake.kind, student, client, exercise.id, intake.code, now())
+    accepted_at = now()
+    sent = Submission(
+        new_id(), intake.kind, student, client, exercise.id, intake.code, accepted_at, intake.course
+    )
+    if student is not None:
+        term = await asyncio.to_thread(service.store.term, intake.course, exercise.id)
+        credit = credit_for(term.schedule_for(student), datetime.fromisoformat(accepted_at))
+        if credit.refused:
+            raise HTTPException(403, credit.refused)
     grading_id = new_id()
     await admit(service, sent, grading_id, intake)
     service.queued()
@@ -81,6 +96,14 @@ async def admit(service: ServiceState, sent: Submission, grading_id: str, intake
         else:
             detail = "Your previous submission is still being graded; wait for its verdict."
         raise HTTPException(429, detail, retry) from None
+    except QuotaUsed as used:
+        service.metrics.observe_rejected()
+        wait = max(1, math.ceil((used.frees_at - datetime.now(UTC)).total_seconds()))
+        detail = (
+            "You have used every Submit your quota allows for this exercise for now;"
+            f" the next one frees up at {used.frees_at.isoformat(timespec='seconds')}."
+        )
+        raise HTTPException(429, detail, {"Retry-After": str(wait)}) from None
     except TooManyNames:
         detail = "Too many new names were created from your address; try again in an hour."
         raise HTTPException(429, detail, {"Retry-After": "3600"}) from None

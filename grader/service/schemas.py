@@ -76,7 +76,18 @@ class RunResponse(GradingView):
     pass
 
 
-class SubmissionView(GradingView):
+class Credited(BaseModel):
+    """A Submit's raw score and the credit its acceptance time earned (grader/term.py)."""
+
+    score: float | None = None  # raw: what the tiers gave
+    max_score: float | None = None
+    credit: float = Field(100.0, description="Percent of the maximum score this Submit can earn.")
+    credited_score: float | None = Field(None, description="min(credit, score).")
+    counted: bool = Field(True, description="False: practice, after the last late window.")
+    note: str | None = Field(None, description="What a regrade changed, once applied.")
+
+
+class SubmissionView(GradingView, Credited):
     submission_id: str
     student: str
     created_at: str
@@ -91,14 +102,12 @@ class SubmitResponse(SubmissionView):
     student_key: str = Field(description="Send it back as X-Student-Key on later requests.")
 
 
-class SubmissionItem(BaseModel):
+class SubmissionItem(Credited):
     submission_id: str
     exercise: str
     created_at: str
     status: Status
     passed: bool | None = None  # None until done, and for ever when ungradable
-    score: float | None = None
-    max_score: float | None = None
 
 
 class SubmissionList(BaseModel):

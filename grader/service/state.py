@@ -68,7 +68,7 @@ class ServiceState:
             self.listener = Listener(url, VERDICT_CHANNEL, self.finished)
             return
         self.owns_grader = grader is None
-        self.grader = grader if grader is not None else build_grader(settings)
+        self.grader = grader if grader is not None else build_grader(settings, self.metrics)
         recover_lost(self.store, 0.0)  # gradings of an earlier run of this process
         self.node = GradingNode(self.store, self.grader, self.metrics, node_name(),
                                 settings.max_concurrent, settings.heartbeat_seconds,

@@ -10,9 +10,10 @@ from fastapi import HTTPException
 
 from grader.exercise import Exercise, catalog, default_exercise
 from grader.report import Report
+from grader.service.credits import credited_rows
 from grader.service.schemas import GradingItem, RunResponse, SubmissionView
 from grader.service.state import ServiceState
-from grader.store import GradedSubmission, GradingRecord
+from grader.store import GradedSubmission, GradingRecord, SubmissionSummary
 
 
 def known_exercise(exercise_id: str | None) -> Exercise:
@@ -62,6 +63,13 @@ async def view_of(service: ServiceState, graded: GradedSubmission, shown_name: s
     }
     if sent.kind == "run":
         return RunResponse(**fields)
+    summary = SubmissionSummary(
+        sent.submission_id, sent.student, sent.exercise, sent.course, sent.accepted_at,
+        grading.status, grading.passed, grading.score, grading.max_score,
+    )  # fmt: skip
+    rows = await asyncio.to_thread(credited_rows, service.store, [summary])
+    fields |= {k: rows[0][k] for k in ("score", "max_score", "credit", "credited_score")}
+    fields |= {k: rows[0][k] for k in ("counted", "note")}
     return SubmissionView(
         submission_id=sent.submission_id,
         student=shown_name or sent.student,

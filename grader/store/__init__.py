@@ -9,6 +9,7 @@
 It imports no web framework and no torch: a grading node and an API node both load it.
 """
 
+from grader.store.courses import QuotaUsed, Regrade, RegradeItem, Term
 from grader.store.database import (
     DatabaseError,
     current_revision,

@@ -28,6 +28,18 @@ WORK_CHANNEL = "gspo_grader_work"  # NOTIFY: a grading was queued
 VERDICT_CHANNEL = "gspo_grader_verdicts"  # NOTIFY payload: the grading id, once finished
 
 
+def queued_grading(grading_id: str, submission_id: str, priority: int = 0, current=True) -> dict:
+    return {
+        "grading_id": grading_id,
+        "submission_id": submission_id,
+        "current": current,
+        "priority": priority,
+        "status": "queued",
+        "attempts": 0,
+        "queued_at": now(),
+    }
+
+
 @dataclass(frozen=True)
 class Job:
     """A claimed grading, with what grading it needs."""

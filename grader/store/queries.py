@@ -19,8 +19,9 @@ from dataclasses import asdict
 from sqlalchemy import Connection, and_, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
+from grader.store.courses import Courses
 from grader.store.database import check_schema, open_engine, upgrade
-from grader.store.jobs import WORK_CHANNEL, Jobs
+from grader.store.jobs import WORK_CHANNEL, Jobs, queued_grading
 from grader.store.records import (
     Admission,
     GradedSubmission,
@@ -55,19 +56,7 @@ def preview_key(exercise_id: str, version: str) -> str:
     return artifacts_key(exercise_id, {"reference_preview": version})
 
 
-def queued_grading(grading_id: str, submission_id: str, priority: int = 0, current=True) -> dict:
-    return {
-        "grading_id": grading_id,
-        "submission_id": submission_id,
-        "current": current,
-        "priority": priority,
-        "status": "queued",
-        "attempts": 0,
-        "queued_at": now(),
-    }
-
-
-class Store(Jobs):
+class Store(Courses, Jobs):
     # ---- students ------------------------------------------------------------------------
     def student_key_hash(self, name: str) -> str | None:
         with self.engine.connect() as c:
@@ -105,6 +94,8 @@ class Store(Jobs):
                 mine = select(students.c.name).where(students.c.name == submission.student)
                 c.execute(mine.with_for_update())
             self._check_room(c, submission, admission)
+            if submission.kind == "submit":
+                self._check_quota(c, submission)
             c.execute(insert(submissions).values(**asdict(submission)))
             c.execute(
                 insert(gradings).values(**queued_grading(grading_id, submission.submission_id))
@@ -188,7 +179,8 @@ class Store(Jobs):
         is None, every exercise's likewise."""
         s, g = submissions.c, gradings.c
         query = (
-            select(s.submission_id, s.student, s.exercise, s.accepted_at.label("created_at"))
+            select(s.submission_id, s.student, s.exercise, s.course)
+            .add_columns(s.accepted_at.label("created_at"))
             .add_columns(g.status, g.passed, g.score, g.max_score)
             .select_from(submissions.join(gradings))
             .where(s.kind == "submit", g.current)

@@ -42,6 +42,7 @@ class Submission:
     exercise: str
     code: str
     accepted_at: str  # ISO 8601, UTC
+    course: str = "default"  # an LTI context (lti:<id>), or a course named in the CLI
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class SubmissionSummary:
     submission_id: str
     student: str
     exercise: str
+    course: str
     created_at: str  # when it was accepted
     status: str
     passed: bool | None

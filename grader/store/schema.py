@@ -57,6 +57,7 @@ submissions = Table(
     Column("exercise", String(32), nullable=False),
     Column("code", Text, nullable=False),
     Column("accepted_at", Text, nullable=False),
+    Column("course", Text, nullable=False),  # an LTI context (lti:<id>), or "default"
 )
 Index("submissions_by_student", submissions.c.student, submissions.c.accepted_at)
 Index("submissions_by_kind", submissions.c.kind, submissions.c.accepted_at)
@@ -87,6 +88,49 @@ Index(
     unique=True,
     sqlite_where=text("current"),
     postgresql_where=text("current"),
+)
+
+# A course's term (grader/term.py): each exercise's schedule (JSON) and quota per course,
+# an LMS line item's end date offered as the due date, and students' extended due dates.
+course_terms = Table(
+    "course_terms",
+    metadata,
+    Column("course", Text, primary_key=True),
+    Column("exercise", String(32), primary_key=True),
+    Column("schedule_json", Text, nullable=True),
+    Column("quota_submits", Integer, nullable=True),
+    Column("quota_per_seconds", Integer, nullable=True),
+    Column("suggested_due_at", Text, nullable=True),
+)
+course_extensions = Table(
+    "course_extensions",
+    metadata,
+    Column("course", Text, primary_key=True),
+    Column("exercise", String(32), primary_key=True),
+    Column("student", Text, ForeignKey("students.name"), primary_key=True),
+    Column("due_at", Text, nullable=False),
+)
+
+# A regrade: a preview's new gradings (not current) beside the ones they would replace;
+# state preview -> applied -> rolled_back. `note` is what the student is shown once applied.
+regrades = Table(
+    "regrades",
+    metadata,
+    Column("preview_id", Text, primary_key=True),
+    Column("course", Text, nullable=False),
+    Column("exercise", String(32), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("created_at", Text, nullable=False),
+    Column("applied_at", Text, nullable=True),
+)
+regrade_items = Table(
+    "regrade_items",
+    metadata,
+    Column("preview_id", Text, ForeignKey("regrades.preview_id"), primary_key=True),
+    Column("submission_id", Text, ForeignKey("submissions.submission_id"), primary_key=True),
+    Column("old_grading_id", Text, nullable=False),
+    Column("new_grading_id", Text, nullable=False),
+    Column("note", Text, nullable=True),
 )
 
 # Grading nodes' heartbeats: a node whose `seen_at` is older than `stalled_seconds` is dead,

@@ -106,7 +106,6 @@ def test_signatures(student):
         "gspo_loss called without clip_eps",
         0,
         0,
-        context=batch.describe,
         hint="expected the value it has with clip_eps=0.2: the default clip width is 0.2",
     )
 

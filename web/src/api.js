@@ -91,6 +91,13 @@ export const api = {
             (exercise ? `&exercise=${encodeURIComponent(exercise)}` : ""),
           { key },
         ),
+  // The due date and the credit a Submit now would earn; with the key, the Submits left.
+  term: (exercise, student, key) =>
+    request(
+      `/api/term?exercise=${encodeURIComponent(exercise)}` +
+        (student ? `&student=${encodeURIComponent(student)}` : ""),
+      { key },
+    ),
   submission: (id, key) =>
     request(`/api${session ? "/lti" : ""}/submissions/${encodeURIComponent(id)}`, { key }),
 };

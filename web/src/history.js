@@ -15,7 +15,10 @@ function when(isoDate) {
 function entry(item, onOpen) {
   // queued and grading ones have no score yet; an ungradable one (the grader's fault) never has
   const graded = item.status === undefined || item.status === "done";
-  const score = graded ? `${points(item.score)} / ${points(item.max_score)}` : "—";
+  let score = graded ? `${points(item.score)} / ${points(item.max_score)}` : "—";
+  if (graded && item.counted === false) score += " (practice)";
+  else if (graded && item.credit !== undefined && item.credit < 100)
+    score += ` (credited ${points(item.credited_score)} at ${item.credit} %)`;
   const verdict = graded ? (item.passed ? "passed" : "failed") : item.status;
   return h(
     "li",
@@ -26,6 +29,7 @@ function entry(item, onOpen) {
       h("span", { class: "history-when" }, when(item.created_at)),
       h("span", { class: "history-score" }, score),
       h("span", { class: `badge ${graded ? verdict : "failed"}` }, verdict),
+      item.note ? h("span", { class: "history-when" }, item.note) : null,
     ),
   );
 }

@@ -24,6 +24,7 @@ const els = {
   reset: $("reset"),
   results: $("results"),
   status: $("status"),
+  term: $("term"),
   tabs: [$("tab-statement"), $("tab-history")],
 };
 let exercise = null; // the exercise shown (GET /api/exercises/{id})
@@ -123,7 +124,10 @@ async function grade(kind) {
       response.status === "ungradable"
         ? "Ungradable: the grader failed, not your code"
         : `Graded: ${points(response.report.score)} / ${points(response.report.max_score)}`;
-    if (kind === "submit") refreshHistory();
+    if (kind === "submit") {
+      refreshHistory();
+      showTerm();
+    }
   } catch (error) {
     done();
     if (exercise !== asked) return;
@@ -189,6 +193,26 @@ async function loadPreview(asked) {
     }
     await pause(POLL_MS);
   }
+}
+
+/** Under Submit: the due date, the credit a Submit now would earn, the Submits left. */
+async function showTerm() {
+  els.term.textContent = "";
+  if (!exercise || lti) return; // an LMS course's term is shown by the LMS
+  const name = studentName();
+  let term;
+  try {
+    term = await api.term(exercise.id, name, storage.keyFor(name));
+  } catch {
+    return; // the term is a hint: Submit still answers what applies
+  }
+  const parts = [];
+  if (term.due_at) parts.push(`Due ${new Date(term.due_at).toLocaleString()}`);
+  if (term.refused) parts.push(term.refused);
+  else if (!term.counted) parts.push("a Submit now is practice (not counted)");
+  else if (term.credit < 100) parts.push(`a Submit now earns up to ${term.credit} %`);
+  if (term.remaining !== null) parts.push(`${term.remaining} Submits left`);
+  els.term.textContent = parts.join(" · ");
 }
 
 function refreshHistory() {
@@ -270,6 +294,7 @@ async function openExercise(id, address) {
     loadPreview(next);
   }
   if (!els.history.hidden) refreshHistory();
+  showTerm();
 }
 
 /** The exercises this service grades, or null when the list cannot be read. */

@@ -32,6 +32,7 @@ from pydantic import BaseModel
 from sqlalchemy import Engine
 
 from grader.exercise import catalog, default_exercise
+from grader.service.credits import credited_rows
 from grader.service.deps import Service, is_id
 from grader.service.intake import Intake, accept
 from grader.service.lti.credentials import (
@@ -276,7 +277,7 @@ async def lti_submit(
         raise HTTPException(422, f"This link opens exercise {session.exercise!r} only.")
     outbox_row = row_writer(session.user_id, session.link_id)
     intake = Intake("submit", body.code, session.exercise, session.student, also=outbox_row,
-                    shown_name=session.name)  # fmt: skip
+                    shown_name=session.name, course=f"lti:{session.course_id}")  # fmt: skip
     view = await accept(service, response, intake)
     if view.status in ("done", "ungradable"):
         get_lti(request).passback.wake()
@@ -287,7 +288,8 @@ async def lti_submit(
 async def lti_submissions(session: LtiSession, service: Service) -> SubmissionList:
     listed = service.store.list_submissions
     found = await asyncio.to_thread(listed, session.student, session.exercise)
-    items = [SubmissionItem.model_validate(s, from_attributes=True) for s in found]
+    rows = await asyncio.to_thread(credited_rows, service.store, found)
+    items = [SubmissionItem.model_validate(row) for row in rows]
     return SubmissionList(student=session.name, submissions=items)
 
 

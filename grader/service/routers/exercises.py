@@ -7,7 +7,8 @@ node draws once per exercise version at its start and stores beside graded plots
 from __future__ import annotations
 
 import asyncio
-from functools import cache
+from functools import lru_cache
+from pathlib import Path
 
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import JSONResponse, Response
@@ -96,9 +97,19 @@ def exercise() -> ExerciseInfo:
     return exercise_info(default_exercise())
 
 
-@cache
 def exercise_info(ex: Exercise) -> ExerciseInfo:
-    """Read once: the exercise files do not change while the service runs."""
+    """Read again only when the folder changed: its exercise version (manifest, reference,
+    tiers, toy) or the statement's or starter's modification time, so an instructor's edit
+    shows on the page as it does in the next grading."""
+    return _exercise_info(ex, exercise_version(ex), _stamp(ex.statement), _stamp(ex.starter))
+
+
+def _stamp(path: Path) -> int:
+    return path.stat().st_mtime_ns if path.is_file() else 0
+
+
+@lru_cache(maxsize=64)
+def _exercise_info(ex: Exercise, version: str, *stamps: int) -> ExerciseInfo:
     return ExerciseInfo(
         id=ex.id,
         title=ex.title,

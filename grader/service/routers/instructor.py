@@ -11,6 +11,7 @@ from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import Response
 
 from grader.report import class_gradebook_csv
+from grader.service.credits import credited_rows, gradebook_rows
 from grader.service.deps import Instructor, is_id
 from grader.service.schemas import InstructorItem, InstructorList, InstructorSubmission
 from grader.service.views import view_of
@@ -24,7 +25,8 @@ ExerciseFilter = Annotated[str | None, Query(description="Only this exercise's."
 async def all_submissions(service: Instructor, exercise: ExerciseFilter = None) -> InstructorList:
     """Every submission of every student, newest first."""
     found = await asyncio.to_thread(service.store.list_submissions, None, exercise)
-    items = [InstructorItem.model_validate(s, from_attributes=True) for s in found]
+    rows = await asyncio.to_thread(credited_rows, service.store, found)
+    items = [InstructorItem.model_validate(row) for row in rows]
     return InstructorList(submissions=items)
 
 
@@ -43,9 +45,10 @@ async def submission_with_code(submission_id: str, service: Instructor) -> Instr
     "/gradebook.csv", response_class=Response, responses={200: {"content": {"text/csv": {}}}}
 )
 async def gradebook(service: Instructor, exercise: ExerciseFilter = None) -> Response:
-    """One row per student and exercise: best and latest score."""
+    """One row per student and exercise: best and latest credited score (practice Submits
+    are left out)."""
     headers = {"Content-Disposition": 'attachment; filename="gradebook.csv"'}
     found = await asyncio.to_thread(service.store.list_submissions, None, exercise)
-    return Response(
-        class_gradebook_csv(found), media_type="text/csv; charset=utf-8", headers=headers
-    )
+    rows = await asyncio.to_thread(credited_rows, service.store, found)
+    text = class_gradebook_csv(gradebook_rows(rows))
+    return Response(text, media_type="text/csv; charset=utf-8", headers=headers)

@@ -13,6 +13,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request
 
+from grader.service.credits import credited_rows
 from grader.service.deps import Service, StudentKey, is_id, is_instructor, key_matches
 from grader.service.schemas import (
     GradingList,
@@ -40,7 +41,8 @@ async def list_submissions(
     if not key_matches(x_student_key, key_hash or ""):  # one answer: no names to enumerate
         raise HTTPException(403, "No student has this name and key (X-Student-Key).")
     found = await asyncio.to_thread(service.store.list_submissions, student, exercise)
-    items = [SubmissionItem.model_validate(s, from_attributes=True) for s in found]
+    rows = await asyncio.to_thread(credited_rows, service.store, found)
+    items = [SubmissionItem.model_validate(row) for row in rows]
     return SubmissionList(student=student, submissions=items)
 
 

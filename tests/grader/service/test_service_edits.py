@@ -50,6 +50,18 @@ def served_copy(tmp_path, monkeypatch):
     refresh_catalog()
 
 
+def test_an_edited_statement_shows_on_the_page_without_a_restart(make_client, served_copy):
+    client, _ = make_client()
+    before = client.get("/api/exercise").json()
+    (served_copy / "statement.md").write_text("# DPO, edited while serving\n")
+    tiers = served_copy / "tests" / "tiers" / "tiers.toml"
+    tiers.write_text(tiers.read_text().replace('title = "', 'title = "Edited: ', 1))
+    after = client.get("/api/exercise").json()
+    assert before["statement"] != after["statement"] == "# DPO, edited while serving\n"
+    assert after["tiers"][0]["title"].startswith("Edited: ")
+    assert not before["tiers"][0]["title"].startswith("Edited: ")
+
+
 def test_a_tier_test_added_while_serving_grades_the_next_submit(served_copy, tmp_path, caplog):
     reference = (served_copy / "reference" / "dpo.py").read_text()
     settings = load_settings(  # the verdict waits for the restarted judge, however slow

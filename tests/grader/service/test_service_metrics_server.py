@@ -9,7 +9,8 @@ import urllib.request
 
 import pytest
 
-from grader.node import MetricsServer
+from grader.judge import COUNTERS, GradingStats
+from grader.node import Metrics, MetricsServer
 
 
 def _free_port() -> int:
@@ -56,3 +57,16 @@ def test_port_0_serves_nothing():
     server.start()
     assert server._server is None
     server.stop()
+
+
+def test_the_judges_counters_are_summed_over_gradings():
+    """GradingStats are not in the student's report: /metrics sums them, one counter each."""
+    metrics = Metrics()
+    for cpu, calls in ((0.25, 40), (0.5, 60)):
+        metrics.observe_stats(None, GradingStats(judge_cpu_seconds=cpu, student_calls=calls))
+    text = metrics.render({})
+    assert "gspo_grader_judge_cpu_seconds_total 0.75" in text.splitlines()
+    assert "gspo_grader_student_calls_total 100" in text.splitlines()
+    assert "gspo_grader_worker_cpu_seconds_total 0" in text.splitlines()
+    for name in COUNTERS.values():
+        assert f"# TYPE {name} counter" in text

@@ -84,7 +84,6 @@ def test_signatures(student):
         "dpo_loss called without beta",
         0,
         0,
-        context=pairs.describe,
         hint="expected the value it has with beta=0.1: the default beta is 0.1",
     )
 

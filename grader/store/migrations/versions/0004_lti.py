@@ -1,5 +1,5 @@
 """LTI 1.3: platform registrations, this tool's keys, login states, LMS users, courses,
-resource links, and the grade passback outbox (see grader/service/lti/tables.py).
+resource links, and the grade passback outbox (see grader/service/lti/rows.py).
 
 Revision ID: 0004
 Revises: 0003

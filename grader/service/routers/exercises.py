@@ -43,7 +43,7 @@ def one_exercise(exercise_id: str) -> ExerciseInfo:
     response_model=Preview,
     responses={202: {"description": "Still being drawn: poll again after Retry-After."}},
 )
-async def preview(exercise_id: str, service: Service):
+async def exercise_preview(exercise_id: str, service: Service):
     """The reference preview of the exercise's current version."""
     ex = _known(exercise_id)
     key = await asyncio.to_thread(_preview_key, ex)  # the version now: edits take effect
@@ -66,7 +66,7 @@ async def preview(exercise_id: str, service: Service):
     response_class=Response,
     responses={200: {"content": {"image/png": {}}}},
 )
-async def preview_plot(exercise_id: str, name: str, service: Service) -> Response:
+async def exercise_preview_plot(exercise_id: str, name: str, service: Service) -> Response:
     ex = _known(exercise_id)
     if name not in plot_names(ex):
         raise HTTPException(

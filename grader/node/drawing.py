@@ -13,6 +13,8 @@ import threading
 from pathlib import Path
 
 from grader.exercise import Exercise, load_module
+from grader.report import Artifacts
+from grader.store import PREVIEW_DATA
 
 
 class PlotError(Exception):
@@ -45,6 +47,16 @@ def draw_pngs(exercise: Exercise, result: dict) -> dict[str, bytes]:
         if missing:
             raise PlotError(f"render_plots did not write {', '.join(missing)}")
         return {n: (out_dir / f"{n}.png").read_bytes() for n in names}
+
+
+def reference_preview(exercise: Exercise, draw=draw_pngs) -> dict[str, bytes]:
+    """The reference preview: the toy run through the reference solution, by the same
+    experiment and artifact path a grading takes; its plots as PNG bytes by name, and its
+    Artifacts as JSON under PREVIEW_DATA."""
+    reference = load_module(exercise.reference, f"{exercise.id}_preview_reference")
+    toy = experiment_module(exercise.experiment).run_toy(reference)
+    artifacts = Artifacts.of_toy(exercise, toy)
+    return draw(exercise, artifacts.data) | {PREVIEW_DATA: artifacts.model_dump_json().encode()}
 
 
 def warm_plots(exercises) -> None:

@@ -21,10 +21,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from grader.exercise import catalog, exercise_version
-from grader.node.drawing import draw_pngs
+from grader.node.drawing import draw_pngs, reference_preview
 from grader.node.metrics import Metrics, outcome_label
 from grader.report import Report
-from grader.store import GradingResult, Job, Store, ago, artifacts_key
+from grader.store import GradingResult, Job, Store, ago, artifacts_key, preview_key
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +118,7 @@ class GradingNode:
         self._claims = threading.Lock()  # a claim and its entry in _running, as one step
         self._threads: list[threading.Thread] = []
         self._plots = ThreadPoolExecutor(1, thread_name_prefix="plots")  # matplotlib: one
+        self._previews = ThreadPoolExecutor(1, thread_name_prefix="previews")  # never before plots
 
     def start(self) -> None:
         self.store.beat(self.name)
@@ -127,6 +128,8 @@ class GradingNode:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
+        for exercise_id in catalog():
+            self._previews.submit(self._draw_preview, exercise_id, version_of(exercise_id))
 
     def wake(self) -> None:
         """A grading was queued: a waiting claim loop looks at once."""
@@ -141,6 +144,7 @@ class GradingNode:
         for thread in self._threads:
             thread.join(timeout=60)
         self._plots.shutdown(wait=False, cancel_futures=True)  # a drawing finishes alone
+        self._previews.shutdown(wait=False, cancel_futures=True)
 
     def _heartbeat(self) -> None:
         while not self._stop.wait(self.heartbeat_s):
@@ -196,6 +200,7 @@ class GradingNode:
             self.metrics.observe_grading(job.kind, outcome_label(report), seconds)
             self.on_finished(job.grading_id)
             self._plots.submit(self._draw_plots, job.exercise, report)
+            self._previews.submit(self._draw_preview, job.exercise, version)  # an edited exercise
 
     def _grade(self, job: Job) -> Report:
         name = job.submission_id if job.kind == "submit" else None
@@ -204,6 +209,20 @@ class GradingNode:
         except Exception as error:  # the grader promises never to raise; if it does, it is ours
             log.exception("the grader raised on %s", job.grading_id)
             return ungradable_report(job.kind, job.exercise, f"{type(error).__name__}: {error}")
+
+    def _draw_preview(self, exercise_id: str, version: str | None) -> None:
+        """The exercise's reference preview, once per exercise version, on a thread of its
+        own (neither a grading nor a graded plot waits for it; Figures are thread-safe)."""
+        exercise = catalog().get(exercise_id)
+        key = preview_key(exercise_id, version)
+        if self._stop.is_set() or exercise is None or not exercise.experiment.is_file():
+            return
+        try:
+            if not self.store.has_plots(key):
+                self.store.save_plots(key, reference_preview(exercise, self.draw))
+        except Exception:
+            if not self._stop.is_set():  # a closed node's store is gone: nothing to say
+                log.exception("the reference preview of %s could not be drawn", exercise_id)
 
     def _draw_plots(self, exercise_id: str, report: Report) -> None:
         """Draw the toy's plots after the verdict (it never waits for matplotlib) and store

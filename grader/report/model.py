@@ -106,6 +106,20 @@ class Artifacts(BaseModel):
     plots: list[Plot] = Field(default_factory=list)
     data: dict[str, Any] = Field(default_factory=dict)  # run_toy's result, JSON-ready
 
+    @classmethod
+    def of_toy(cls, exercise, toy: dict) -> Artifacts:
+        """run_toy's result with the tables and plots `exercise`'s manifest declares; raises
+        TypeError or ValueError when the toy broke its exercise's contract."""
+        data = dict(toy)
+        given = data.pop("tables", None) or {}
+        tables = [
+            Table(name=spec.name, title=spec.title, caption=spec.text, **given[spec.name])
+            for spec in exercise.tables
+            if spec.name in given
+        ]
+        plots = [Plot(name=p.name, title=p.title, alt=p.text) for p in exercise.plots]
+        return cls(tables=tables, plots=plots, data=data)
+
 
 class Timings(BaseModel):
     total_s: float = 0.0

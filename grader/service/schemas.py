@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
 from pydantic_core import PydanticCustomError
 
-from grader.report import Report
+from grader.report import Artifacts, Report
 from grader.store.names import mixed_scripts_message, normal_name
 
 # A student name starts with a letter or digit (so a gradebook cell can never start a
@@ -91,6 +91,7 @@ class SubmissionView(GradingView, Credited):
     submission_id: str
     student: str
     created_at: str
+    code: str = Field("", description="The submitted source: only its student sees it.")
     hint: str = Field("", description="The known mistake its failing tests match, if allowed.")
 
 
@@ -169,6 +170,15 @@ class ExerciseInfo(BaseModel):
     functions: list[str]
     tiers: list[TierInfo]
     plots: list[str]
+
+
+class Preview(BaseModel):
+    """The reference preview: what a correct solution's toy produces."""
+
+    exercise: str
+    status: Literal["ready", "drawing"]
+    artifacts: Artifacts | None = None
+    plots: dict[str, str] = Field(default_factory=dict, description="plot name -> image URL")
 
 
 class Health(BaseModel):

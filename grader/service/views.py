@@ -79,6 +79,7 @@ async def view_of(service: ServiceState, graded: GradedSubmission, shown_name: s
         submission_id=sent.submission_id,
         student=shown_name or sent.student,
         created_at=sent.accepted_at,
+        code=sent.code,
         hint=said,
         **fields,
     )

@@ -20,7 +20,14 @@ from grader.store.database import (
     upgrade_url,
 )
 from grader.store.jobs import VERDICT_CHANNEL, WORK_CHANNEL, Job
-from grader.store.queries import Also, Store, artifacts_key, open_store
+from grader.store.queries import (
+    PREVIEW_DATA,
+    Also,
+    Store,
+    artifacts_key,
+    open_store,
+    preview_key,
+)
 from grader.store.records import (
     Admission,
     GradedSubmission,

@@ -48,6 +48,14 @@ def artifacts_key(exercise_id: str, result: dict) -> str:
     return hashlib.sha256(data.encode()).hexdigest()[:32]
 
 
+PREVIEW_DATA = "artifacts.json"  # a reference preview's Artifacts, stored beside its plots
+
+
+def preview_key(exercise_id: str, version: str) -> str:
+    """The reference preview's key in the plots table: one per exercise version."""
+    return artifacts_key(exercise_id, {"reference_preview": version})
+
+
 class Store(Courses, Jobs):
     # ---- students ------------------------------------------------------------------------
     def student_key_hash(self, name: str) -> str | None:

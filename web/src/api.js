@@ -73,6 +73,8 @@ export const api = {
   signedIn: () => session !== null,
   exercises: () => request("/api/exercises"),
   exercise: (id) => request(id ? `/api/exercises/${encodeURIComponent(id)}` : "/api/exercise"),
+  // 200 with the reference preview, or 202 {status: "drawing"} while a grading node draws it
+  preview: (id) => request(`/api/exercises/${encodeURIComponent(id)}/preview`),
   ltiSession: () => request("/api/lti/session"),
   ltiHandOff: (code) => request("/lti/session", { method: "POST", body: { code } }),
   run: (code, exercise) => request("/api/run", { method: "POST", body: { code, exercise } }),

@@ -1,6 +1,6 @@
 // The student's past submissions to the exercise shown, newest first (the other exercises'
-// appear when the student picks them). Each one reopens its stored report, so a student can
-// compare what changed between two attempts.
+// appear when the student picks them). Each one reopens its stored report and its code, which
+// can be loaded back into the editor, so a student can compare or return to an attempt.
 
 import { api } from "./api.js";
 import { h, replaceChildren } from "./dom.js";
@@ -30,6 +30,21 @@ function entry(item, onOpen) {
       h("span", { class: "history-score" }, score),
       h("span", { class: `badge ${graded ? verdict : "failed"}` }, verdict),
       item.note ? h("span", { class: "history-when" }, item.note) : null,
+    ),
+  );
+}
+
+/** A submission's code, shown above its report, with a button that loads it (onLoad(code)). */
+export function submittedCode(code, onLoad) {
+  return h(
+    "details",
+    { class: "submitted-code", open: true },
+    h("summary", {}, "Code of this submission"),
+    h("pre", {}, code),
+    h(
+      "button",
+      { type: "button", class: "load-code", onclick: () => onLoad(code) },
+      "Load into the editor",
     ),
   );
 }

@@ -6,8 +6,8 @@ import { api } from "./api.js";
 import { createEditor } from "./editor.js";
 import { h, replaceChildren } from "./dom.js";
 import { createPicker, exerciseInAddress, showInAddress } from "./exercises.js";
-import { renderHistory } from "./history.js";
-import { points, showBusy, showError, showIdle, showReport } from "./results.js";
+import { renderHistory, submittedCode } from "./history.js";
+import { addPreview, points, showBusy, showError, showIdle, showReport } from "./results.js";
 import { renderStatement } from "./statement.js";
 import { storage } from "./storage.js";
 import { startLtiSession } from "./lti.js";
@@ -33,6 +33,9 @@ let picker = null; // absent for an LMS session (its link fixes the exercise) or
 let opening = 0; // the latest openExercise: an older one that answers late is dropped
 let busy = false;
 let lti = null; // the LMS session, when the page was opened by a launch
+let preview = null; // the exercise's reference preview, once the service has it
+let submitted = null; // the code last submitted or loaded: the editor holds no unsaved change
+let shown = null; // the graded answer in the results panel, and its caption: null when idle
 
 // Each exercise's code is kept on its own: loading another exercise never saves over it.
 const editor = createEditor($("editor"), {
@@ -60,6 +63,7 @@ async function request(kind, id) {
   if (kind === "run") return settled(kind, await api.run(code, id));
   const name = studentName();
   const response = await api.submit(code, name, storage.keyFor(name), id);
+  submitted = code;
   if (response.student_key && !lti) storage.saveKey(response.student, response.student_key);
   return settled(kind, response);
 }
@@ -105,6 +109,7 @@ async function grade(kind) {
   }
   setBusy(kind);
   els.status.textContent = kind === "run" ? "Running…" : "Submitting…";
+  shown = null;
   const done = showBusy(
     els.results,
     kind === "run" ? "Running the visible tests…" : "Grading your submission on every tier…",
@@ -114,7 +119,7 @@ async function grade(kind) {
     const response = await request(kind, asked.id);
     done();
     if (exercise !== asked) return; // the student went to another exercise (Back) meanwhile
-    showReport(els.results, response.report, "", response.plots, response.hint);
+    show(response, "");
     els.status.textContent =
       response.status === "ungradable"
         ? "Ungradable: the grader failed, not your code"
@@ -134,15 +139,59 @@ async function grade(kind) {
 }
 
 async function openSubmission(item, label) {
+  shown = null;
   const done = showBusy(els.results, "Opening the submission…");
   try {
     const response = await api.submission(item.submission_id, storage.keyFor(studentName()));
     const final = await settled("submit", response);
     done();
-    showReport(els.results, final.report, `Submission of ${label}`, final.plots, final.hint);
+    show(final, `Submission of ${label}`);
   } catch (error) {
     done();
     showError(els.results, error);
+  }
+}
+
+/** A graded answer in the results panel, beside the reference preview; a past submission's
+ *  (caption given) with its code above. */
+function show(answer, caption) {
+  shown = [answer, caption];
+  showReport(els.results, answer.report, caption, answer.plots, preview, answer.hint);
+  if (caption) els.results.prepend(submittedCode(answer.code, loadCode));
+}
+
+/** Put a past submission's code in the editor, after asking when that loses unsaved work. */
+function loadCode(code) {
+  const current = editor.getCode();
+  const unsaved = ![code, submitted, exercise.starter].includes(current);
+  const question =
+    "Load this submission's code into the editor? Your unsaved changes will be lost.";
+  if (unsaved && !window.confirm(question)) return;
+  editor.setCode(code);
+  submitted = code;
+  els.status.textContent = "The submission's code is in the editor.";
+  editor.focus();
+}
+
+/** Ask for the exercise's reference preview until it is drawn (a grading node draws it once
+ *  per exercise version), then show it: alone before a first Run, or beside a report. */
+async function loadPreview(asked) {
+  for (let tries = 0; tries < 60; tries += 1) {
+    let answer;
+    try {
+      answer = await api.preview(asked.id);
+    } catch {
+      return; // an exercise without a toy, or the service is down: the panel says nothing more
+    }
+    if (exercise !== asked) return;
+    if (answer.status === "ready") {
+      preview = answer;
+      if (shown)
+        show(...shown); // graded before the preview came: now beside it
+      else if (els.results.querySelector(".placeholder")) addPreview(els.results, preview);
+      return;
+    }
+    await pause(POLL_MS);
   }
 }
 
@@ -236,9 +285,13 @@ async function openExercise(id, address) {
   document.title = `${next.title} · gspo-grader`;
   renderStatement(els.statement, next);
   editor.load(storage.code(next.id) ?? next.starter);
-  if (previous && previous.id !== next.id) {
+  if (previous?.id !== next.id) {
+    preview = null;
+    submitted = null;
+    shown = null;
     showIdle(els.results);
     els.status.textContent = "";
+    loadPreview(next);
   }
   if (!els.history.hidden) refreshHistory();
   showTerm();

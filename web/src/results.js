@@ -57,6 +57,13 @@ export function showError(panel, error) {
   );
 }
 
+const PREVIEW_TITLE = "Reference preview: what a correct solution produces";
+
+/** The reference preview ({artifacts, plots}, or null while there is none) as a toy section. */
+function previewSection(preview, note = null) {
+  return preview && toySection(preview.artifacts, preview.plots, null, PREVIEW_TITLE, note);
+}
+
 /** The panel before anything was graded. */
 export function showIdle(panel) {
   stopPlots(panel);
@@ -68,6 +75,21 @@ export function showIdle(panel) {
       "Press Run (Ctrl+Enter) to check the visible tests, or Submit to be graded on every tier.",
     ),
   );
+}
+
+/** Add the reference preview under the idle panel's lines (a line put above stays). */
+export function addPreview(panel, preview) {
+  panel.append(previewSection(preview));
+}
+
+/** Why a report has no toy of the student's to show beside the preview. */
+function noArtifacts(report) {
+  const why = report.submission_error
+    ? `your code stopped before the toy experiment could run (${ERROR_TITLES[report.submission_error.kind] || "see above"})`
+    : report.grader_error
+      ? "the grader failed before the toy experiment ran (not your code's fault)"
+      : "the toy experiment did not run through your code (see the failing tests above)";
+  return `No artifacts of yours could be drawn: ${why}. The reference solution's are shown.`;
 }
 
 function submissionError(error) {
@@ -216,9 +238,10 @@ function errorGroups(tiers) {
   return { names, repeats };
 }
 
-/** Render a Report (grader/report/model.py) into the panel; plotUrls come beside it, and
- * the known mistake its failing tests match, where the exercise allows naming it. */
-export function showReport(panel, report, caption = "", plotUrls = {}, hint = "") {
+/** Render a Report (grader/report/model.py) into the panel; plotUrls come beside it, the
+ *  reference preview ({artifacts, plots} or null) to compare the toy with, and the known
+ *  mistake its failing tests match, where the exercise allows naming it. */
+export function showReport(panel, report, caption = "", plotUrls = {}, preview = null, hint = "") {
   const tiers = report.tiers || [];
   const { names, repeats } = errorGroups(tiers);
   stopPlots(panel);
@@ -233,7 +256,9 @@ export function showReport(panel, report, caption = "", plotUrls = {}, hint = ""
       { class: "tiers", "aria-label": "Tiers" },
       tiers.map((tier) => tierRow(tier, names, repeats)),
     ),
-    toySection(report.artifacts, plotUrls),
+    report.artifacts
+      ? toySection(report.artifacts, plotUrls, preview)
+      : previewSection(preview, noArtifacts(report)),
     outputBlock(report),
   );
   panel.scrollTop = 0;

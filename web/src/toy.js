@@ -1,7 +1,10 @@
 // The toy experiment as run through the student's code, rendered from the report alone: the
 // tables the exercise declares (a heat map where the table asks for one, so a wrong mask or
 // a per-token clip shows at a glance; greyed cells such as padding), and the plots, drawn by
-// the service after the verdict, with the exercise's titles and alt text.
+// the service after the verdict, with the exercise's titles and alt text. Beside the
+// reference preview (the same toy run through the reference solution), each table and plot
+// toggles between "yours" and the reference solution's, and a cell of yours that differs
+// from the reference's gets the red frame the gradient plot gives a value off the analytic one.
 
 import { formatNumber, h } from "./dom.js";
 
@@ -27,14 +30,28 @@ export function cellColour(value, scale) {
   return `rgb(${mix(r)}, ${mix(g)}, ${mix(b)})`;
 }
 
-function cell(value, muted, scale) {
+/** Whether a cell of yours differs from the reference's (the toy's own tolerance). */
+function differs(got, want) {
+  if (typeof got === "number" && typeof want === "number") {
+    return Math.abs(got - want) > 1e-6 + 1e-5 * Math.abs(want);
+  }
+  return want !== undefined && got !== want;
+}
+
+function cell(value, muted, scale, want) {
   const text = typeof value === "string" ? value : formatNumber(value, 4);
-  if (muted) return h("td", { class: "muted-cell", title: "greyed: not part of the result" }, text);
-  if (value === null) return h("td", { class: "nan", title: "not a finite number" }, text);
-  if (scale === null || typeof value !== "number") return h("td", {}, text);
-  const strong = Math.abs(value / scale) > 0.55;
-  const style = { background: cellColour(value, scale), color: strong ? "#fff" : "inherit" };
-  return h("td", { style }, text);
+  let attrs = {};
+  if (muted) attrs = { class: "muted-cell", title: "greyed: not part of the result" };
+  else if (value === null) attrs = { class: "nan", title: "not a finite number" };
+  else if (scale !== null && typeof value === "number") {
+    const strong = Math.abs(value / scale) > 0.55;
+    attrs.style = { background: cellColour(value, scale), color: strong ? "#fff" : "inherit" };
+  }
+  if (differs(value, want)) {
+    attrs.class = `${attrs.class || ""} differs`.trim();
+    attrs.title = `differs from the reference solution's ${formatNumber(want, 4)}`;
+  }
+  return h("td", attrs, text);
 }
 
 function legend(scale) {
@@ -48,8 +65,9 @@ function legend(scale) {
   );
 }
 
-/** One table of the report's artifacts (grader/report/model.py Table). */
-export function toyTable(table) {
+/** One table of the report's artifacts (grader/report/model.py Table); its cells that differ
+ *  from `reference` (the same table from the reference preview) are marked. */
+export function toyTable(table, reference = null) {
   const scale = table.heatmap ? scaleOf(table.rows) : null;
   const head = h(
     "tr",
@@ -57,12 +75,14 @@ export function toyTable(table) {
     h("th", { scope: "col" }, ""),
     table.columns.map((name) => h("th", { scope: "col" }, name)),
   );
-  const rows = table.rows.map((row) =>
+  const rows = table.rows.map((row, i) =>
     h(
       "tr",
       {},
       h("th", { scope: "row" }, row.label),
-      row.cells.map((value, j) => cell(value, (row.muted || [])[j], scale)),
+      row.cells.map((value, j) =>
+        cell(value, (row.muted || [])[j], scale, reference?.rows[i]?.cells[j]),
+      ),
     ),
   );
   const element = h(
@@ -125,26 +145,93 @@ export function stopPlots(element) {
   for (const img of element.querySelectorAll(".plot img")) img.removeAttribute("src");
 }
 
-/** The whole toy section, or null when the report has no artifacts. Its plots start loading
- *  once it is on the page (put it there in the same task, as showReport does).
- *  plotUrls: plot name -> URL, as the service answered beside the report. */
-export function toySection(artifacts, plotUrls = {}) {
+/** Yours and the reference solution's versions of one table or plot, one shown at a time;
+ *  announce(text) says which is shown (an aria-live line). */
+function compared(title, yours, theirs, announce) {
+  theirs.hidden = true;
+  const views = { yours, reference: theirs };
+  const label = { yours: "Yours", reference: "Reference solution" };
+  const buttons = Object.keys(views).map((which) =>
+    h(
+      "button",
+      { type: "button", "data-show": which, "aria-pressed": String(which === "yours") },
+      label[which],
+    ),
+  );
+  for (const button of buttons) {
+    button.addEventListener("click", () => {
+      const which = button.dataset.show;
+      for (const other of buttons) other.setAttribute("aria-pressed", String(other === button));
+      for (const [name, view] of Object.entries(views)) view.hidden = name !== which;
+      announce(`${title}: showing ${which === "yours" ? "yours" : "the reference solution's"}.`);
+    });
+  }
+  return h(
+    "div",
+    { class: "compare" },
+    h(
+      "div",
+      {
+        class: "toggle",
+        role: "group",
+        "aria-label": `${title}: yours or the reference solution's`,
+      },
+      buttons,
+    ),
+    yours,
+    theirs,
+  );
+}
+
+/** The whole toy section, or null when there are no artifacts. Its plots start loading once
+ *  it is on the page (put it there in the same task, as showReport does).
+ *  plotUrls: plot name -> URL, as the service answered beside the report.
+ *  reference: the reference preview ({artifacts, plots}) to compare with, or null.
+ *  heading: the section's title; note: a line under it. */
+export function toySection(
+  artifacts,
+  plotUrls = {},
+  reference = null,
+  heading = "Toy experiment",
+  note = null,
+) {
   if (!artifacts) return null;
+  const live = h("p", { class: "lab-state sr-only", "aria-live": "polite" });
+  const announce = (text) => {
+    live.textContent = text;
+  };
+  const theirs = reference?.artifacts;
+  const figures = [];
+  const plotOf = (plot, urls) => {
+    const figure = plotFigure(plot, urls[plot.name]);
+    figures.push(figure);
+    return figure.figure;
+  };
+  const tables = (artifacts.tables || []).map((table) => {
+    const other = theirs?.tables.find((t) => t.name === table.name);
+    if (!other) return toyTable(table);
+    return compared(table.title, toyTable(table, other), toyTable(other), announce);
+  });
   const plots = (artifacts.plots || [])
     .filter((plot) => plotUrls[plot.name])
-    .map((plot) => plotFigure(plot, plotUrls[plot.name]));
-  plots.reduce((before, plot) => before.then(plot.load), Promise.resolve());
+    .map((plot) => {
+      const mine = plotOf(plot, plotUrls);
+      const other = theirs && reference.plots[plot.name] ? plotOf(plot, reference.plots) : null;
+      return other ? compared(plot.title, mine, other, announce) : mine;
+    });
+  figures.reduce((before, figure) => before.then(figure.load), Promise.resolve());
+  announce(
+    theirs
+      ? "Showing your toy experiment; each table and plot switches to the reference solution's."
+      : `Showing the ${heading}.`,
+  );
   return h(
     "section",
-    { class: "toy", "aria-label": "Toy experiment" },
-    h("h3", {}, "Toy experiment"),
-    (artifacts.tables || []).map(toyTable),
-    plots.length
-      ? h(
-          "div",
-          { class: "plots" },
-          plots.map((plot) => plot.figure),
-        )
-      : null,
+    { class: "toy", "aria-label": heading },
+    h("h3", {}, heading),
+    note ? h("p", { class: "toy-note" }, note) : null,
+    live,
+    tables,
+    plots.length ? h("div", { class: "plots" }, plots) : null,
   );
 }

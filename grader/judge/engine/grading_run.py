@@ -27,7 +27,7 @@ from grader.judge.engine.verdicts import TestVerdict, shorten
 from grader.judge.link import GradingRequest
 from grader.judge.registry import Tier
 from grader.judge.stats import GradingStats
-from grader.report import Artifacts, GraderError, Plot, Report, SubmissionError, Table, Timings
+from grader.report import Artifacts, GraderError, Report, SubmissionError, Timings
 from grader.sandbox import Limits
 from grader.sandbox.remote import Forecasts
 
@@ -179,16 +179,8 @@ class GradingRun:
         """The toy's result, with the tables and plots its exercise declares."""
         if self._toy is None:
             return None
-        data = dict(self._toy)
-        given = data.pop("tables", None) or {}
         try:
-            tables = [
-                Table(name=spec.name, title=spec.title, caption=spec.text, **given[spec.name])
-                for spec in self.exercise.tables
-                if spec.name in given
-            ]
-            plots = [Plot(name=p.name, title=p.title, alt=p.text) for p in self.exercise.plots]
-            return Artifacts(tables=tables, plots=plots, data=data)
+            return Artifacts.of_toy(self.exercise, self._toy)
         except (TypeError, ValueError) as error:  # the exercise's toy broke its own contract
             log.warning("toy result of %s not stored: %s", self.exercise.id, error)
             return None

@@ -36,6 +36,7 @@ import httpx
 from joserfc import jwt
 from sqlalchemy import Connection, insert, select, update
 
+from grader.service.credits import Terms
 from grader.service.lti.credentials import ToolKeys
 from grader.service.lti.launches import SCORE_SCOPE
 from grader.service.lti.rows import (
@@ -49,8 +50,9 @@ from grader.service.lti.rows import (
     lti_users,
     stamp,
 )
-from grader.store import Also
-from grader.store.schema import current_submissions
+from grader.store import Also, Store
+from grader.store.schema import current_submissions, submissions
+from grader.term import credited
 
 log = logging.getLogger(__name__)
 
@@ -123,17 +125,27 @@ class Outbox:
                 return None
             return c.execute(query).first()
 
-    def graded(self, user_id: int, link_id: int):
-        """The user's graded (done) Submits through this link, oldest first."""
-        o, state = lti_scores.c, submission_state()
+    def graded(self, user_id: int, link_id: int) -> list[CountedScore]:
+        """The user's graded (done) Submits through this link that count, oldest first, each
+        with its credited score (the course's schedule, by when the Submit was accepted)."""
+        o, state, sub = lti_scores.c, submission_state(), submissions.c
         query = (
-            select(state.c.score, state.c.max_score, state.c.finished_at)
+            select(state.c.score, state.c.max_score, state.c.finished_at, state.c.exercise)
+            .add_columns(state.c.created_at, sub.course, sub.student)
             .join(lti_scores, o.submission_id == state.c.submission_id)
+            .join(submissions, sub.submission_id == state.c.submission_id)
             .where(o.user_id == user_id, o.link_id == link_id, state.c.status == "done")
             .order_by(state.c.created_at)
         )
         with self.store.engine.connect() as c:
-            return c.execute(query).all()
+            rows = c.execute(query).all()
+        terms, found = Terms(Store(self.store.engine)), []
+        for row in rows:
+            earned = terms.credit(row.course, row.exercise, row.student, row.created_at)
+            if earned["counted"]:
+                given = credited(row.score, row.max_score, earned["credit"])
+                found.append(CountedScore(given, row.max_score, row.finished_at))
+        return found
 
     def course_rows(self, course_id: int):
         """Every Submit made from a launch in the course, newest first, for its instructor."""
@@ -184,6 +196,15 @@ def _due():
             state.c.status.in_(("done", "ungradable")),
         )
     )
+
+
+@dataclass(frozen=True)
+class CountedScore:
+    """A counted Submit's credited score, as the outbox posts it."""
+
+    score: float
+    max_score: float
+    finished_at: str
 
 
 @dataclass(frozen=True)

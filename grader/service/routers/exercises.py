@@ -1,18 +1,25 @@
 """The exercises: GET /api/exercises (the catalog), GET /api/exercises/{id} (statement,
-starter, functions, tiers, plot names), and GET /api/exercise (the root exercise's; the page
-reads the first two)."""
+starter, functions, tiers, plot names), GET /api/exercise (the root exercise's; the page
+reads the first two), and GET /api/exercises/{id}/preview: the reference preview, the toy
+as the reference solution runs it (tables and data, and its plots' URLs), which a grading
+node draws once per exercise version at its start and stores beside graded plots."""
 
 from __future__ import annotations
 
+import asyncio
 from functools import lru_cache
 from pathlib import Path
 
 from fastapi import APIRouter, HTTPException
+from fastapi.responses import JSONResponse, Response
 
 from grader.exercise import Exercise, catalog, default_exercise, exercise_version
 from grader.judge import load_tiers
-from grader.service.schemas import ExerciseInfo, ExerciseSummary, TierInfo
+from grader.report import Artifacts
+from grader.service.deps import Service
+from grader.service.schemas import ExerciseInfo, ExerciseSummary, Preview, TierInfo
 from grader.service.views import plot_names
+from grader.store import PREVIEW_DATA, preview_key
 
 router = APIRouter(prefix="/api", tags=["exercise"])
 
@@ -28,10 +35,60 @@ def exercises() -> list[ExerciseSummary]:
 
 @router.get("/exercises/{exercise_id}", response_model=ExerciseInfo)
 def one_exercise(exercise_id: str) -> ExerciseInfo:
+    return exercise_info(_known(exercise_id))
+
+
+@router.get(
+    "/exercises/{exercise_id}/preview",
+    response_model=Preview,
+    responses={202: {"description": "Still being drawn: poll again after Retry-After."}},
+)
+async def exercise_preview(exercise_id: str, service: Service):
+    """The reference preview of the exercise's current version."""
+    ex = _known(exercise_id)
+    key = await asyncio.to_thread(_preview_key, ex)  # the version now: edits take effect
+    data = await asyncio.to_thread(service.store.plot_png, key, PREVIEW_DATA)
+    if data is None:
+        retry = {"Retry-After": str(service.settings.retry_after_seconds)}
+        drawing = Preview(exercise=ex.id, status="drawing").model_dump()
+        return JSONResponse(drawing, status_code=202, headers=retry)
+    base = f"/api/exercises/{ex.id}/preview"
+    return Preview(
+        exercise=ex.id,
+        status="ready",
+        artifacts=Artifacts.model_validate_json(data),
+        plots={name: f"{base}/{name}.png" for name in plot_names(ex)},
+    )
+
+
+@router.get(
+    "/exercises/{exercise_id}/preview/{name}.png",
+    response_class=Response,
+    responses={200: {"content": {"image/png": {}}}},
+)
+async def exercise_preview_plot(exercise_id: str, name: str, service: Service) -> Response:
+    ex = _known(exercise_id)
+    if name not in plot_names(ex):
+        raise HTTPException(
+            404, f"There is no plot named {name!r}; try {', '.join(plot_names(ex))}."
+        )
+    key = await asyncio.to_thread(_preview_key, ex)
+    png = await asyncio.to_thread(service.store.plot_png, key, name)
+    if png is None:
+        retry = {"Retry-After": str(service.settings.retry_after_seconds)}
+        raise HTTPException(503, "The reference preview is still being drawn.", retry)
+    return Response(png, media_type="image/png", headers={"Cache-Control": "max-age=300"})
+
+
+def _known(exercise_id: str) -> Exercise:
     found = catalog().get(exercise_id)
     if found is None:
         raise HTTPException(404, f"There is no exercise {exercise_id!r}; see /api/exercises.")
-    return exercise_info(found)
+    return found
+
+
+def _preview_key(ex: Exercise) -> str:
+    return preview_key(ex.id, exercise_version(ex))
 
 
 @router.get("/exercise", response_model=ExerciseInfo)

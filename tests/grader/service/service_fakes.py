@@ -40,7 +40,7 @@ class FakeDrawer:
 
     def __call__(self, exercise, result: dict) -> dict[str, bytes]:
         self.results.append(result)
-        return {name: tiny_png(len(result["ratios"])) for name in PLOT_NAMES}
+        return {plot.name: tiny_png(len(result.get("ratios", ()))) for plot in exercise.plots}
 
 
 class FakeGrader:

@@ -22,6 +22,7 @@ from servers import ServerThread
 from grader.cli import main as cli_main
 from grader.exercise import catalog
 
+PREVIEW = "Reference preview: what a correct solution produces"
 pytestmark = pytest.mark.browser
 
 GRADE_TIMEOUT_MS = 120_000
@@ -112,6 +113,8 @@ def test_a_launch_in_the_lms_iframe_submits_and_the_score_reaches_the_lms(
     assert body["scoreGiven"] == body["scoreMaximum"] > 0
     tool.get_by_role("tab", name="History").click()
     expect(tool.locator(".history-item")).to_have_count(1)
+    tool.locator(".history-item").click()  # the session reads back its own code
+    expect(results.locator(".submitted-code pre")).to_contain_text("def gspo_loss")
 
 
 def test_a_launch_for_dpo_opens_dpo_without_a_picker_and_runs_dpo(lms_and_tool, course_page):
@@ -134,3 +137,7 @@ def test_a_launch_for_dpo_opens_dpo_without_a_picker_and_runs_dpo(lms_and_tool, 
     results = tool.get_by_role("region", name="Results")
     expect(results.locator(".verdict")).to_contain_text("Not passed yet", timeout=GRADE_TIMEOUT_MS)
     expect(results.locator("li.tier.failed").first).to_contain_text("T0")
+    # the starter never reaches the toy: the reference preview stays, saying why
+    preview = results.get_by_role("region", name=PREVIEW)
+    expect(preview).to_contain_text("No artifacts of yours could be drawn")
+    expect(preview.locator("table").first).to_be_visible()

@@ -126,7 +126,9 @@ def test_a_student_cannot_reach_the_instructor_view_or_another_session(browser, 
     mine = submit(tool, token, PASSING)["submission_id"]
     other = session_of(browser.launch("student-2"))
     seen = httpx.get(f"{tool.base}/api/lti/submissions/{mine}", headers={"X-LTI-Session": other})
-    assert seen.status_code == 404
+    assert seen.status_code == 404 and "code" not in seen.json()
+    own = httpx.get(f"{tool.base}/api/lti/submissions/{mine}", headers={"X-LTI-Session": token})
+    assert own.json()["code"] == PASSING  # the student's own code, to load back into the editor
     listed = httpx.get(f"{tool.base}/api/lti/submissions", headers={"X-LTI-Session": token})
     assert [s["submission_id"] for s in listed.json()["submissions"]] == [mine]
 
@@ -148,3 +150,23 @@ def _hidden(page: str, name: str) -> str:
     import re
 
     return re.search(rf'name="{name}" value="([^"]+)"', page).group(1)
+
+
+def test_a_late_submit_posts_its_credited_score(browser, tool, lms):
+    """The LMS gets the credited score (the course's schedule, by when the Submit was accepted),
+    not the raw one: 20 / 20 submitted in a 50 % late window posts 10."""
+    from datetime import UTC, datetime, timedelta
+
+    from grader.store import Store
+    from grader.term import schedule_of
+
+    token = session_of(browser.launch())
+    now = datetime.now(UTC)
+    late = {"due_at": (now - timedelta(hours=1)).isoformat()}
+    late["late"] = [{"until": (now + timedelta(hours=1)).isoformat(), "credit": 50}]
+    course = "lti:1"  # the fake LMS's only course has id 1
+    Store(tool.lti.store.engine).set_term(course, "gspo", {"schedule": schedule_of(late)})
+    graded = submit(tool, token, PASSING)
+    assert graded["credit"] == 50 and graded["credited_score"] == 10, graded
+    wait_for(lambda: len(lms.scores) == 1, message="the score posted")
+    assert (lms.scores[0]["body"]["scoreGiven"], lms.scores[0]["body"]["scoreMaximum"]) == (10, 20)

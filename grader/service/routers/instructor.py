@@ -43,7 +43,7 @@ async def submission_with_code(submission_id: str, service: Instructor) -> Instr
     if found is None or found.submission.kind != "submit":
         raise HTTPException(404, f"There is no submission {submission_id!r}.")
     view = await view_of(service, found)
-    return InstructorSubmission(**view.model_dump(), code=found.submission.code)
+    return InstructorSubmission(**view.model_dump() | {"code": found.submission.code})
 
 
 @router.get(

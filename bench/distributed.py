@@ -1,5 +1,5 @@
-"""The distributed phase of bench_service.py: the same Submits through PostgreSQL and
-procrastinate, in the same run as the embedded phases.
+"""The distributed phase of bench_service.py: the same Submits through PostgreSQL (grading
+rows claimed by grading nodes), in the same run as the embedded phases.
 
 It starts a private PostgreSQL (initdb + pg_ctl in a temporary folder, as the tests do),
 `gspo-grader db upgrade`, one API node (`gspo-grader serve`) and grading nodes
@@ -9,7 +9,7 @@ It starts a private PostgreSQL (initdb + pg_ctl in a temporary folder, as the te
       waiting for the verdict); distributed minus embedded (phase 2, same run), at p50 and
       p95 (aim: < 30 ms at p50). Grading times vary by hundreds of milliseconds on a shared
       machine, so comparing whole answer times would drown the queue in that noise;
-  (5) throughput under load with one worker process, then with two.
+  (5) throughput under load with one grading node, then with two.
 """
 
 from __future__ import annotations

@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
             _, _, overhead = report_phase_2(server, n_warm, code, expected, cold, args.pause)
             report_phase_2(server, n_warm, code, expected, cold)
             report_switching(server, n_warm)
-            metrics = cold_report["metrics"] if cold_report else {}
+            metrics = cold_report.get("metrics", {}) if cold_report else {}  # before report 3.0
             report_phase_3(server, args.clients, duration, code, expected, metrics)
             report_regrade(server, n_warm, 10 * n_warm, code, expected)
         finally:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Connection, and_, insert, select, update
 
-from grader.store.jobs import WORK_CHANNEL, queued_grading
+from grader.store.jobs import WORK_CHANNEL, queue_regradings
 from grader.store.records import GradedSubmission, Submission, now
 from grader.store.schema import (
     course_extensions,
@@ -172,8 +172,7 @@ class Courses:
                 c.execute(
                     insert(regrade_items).values(preview_id=regrade.preview_id, **item.__dict__)
                 )
-                queued = queued_grading(item.new_grading_id, item.submission_id, 1, False)
-                c.execute(insert(gradings).values(**queued))
+            queue_regradings(c, [(i.submission_id, i.new_grading_id) for i in regrade.items])
             self.notify(c, WORK_CHANNEL, "")
 
     def regrade(self, preview_id: str) -> Regrade | None:

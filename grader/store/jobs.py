@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 
-from sqlalchemy import Connection, Engine, and_, func, or_, select, update
+from sqlalchemy import Connection, Engine, and_, func, insert, or_, select, update
 
 from grader.store.records import GradingRecord, GradingResult, now
 from grader.store.schema import IN_FLIGHT, gradings, nodes, submissions, test_verdicts
@@ -50,6 +50,17 @@ def queued_grading(grading_id: str, submission_id: str, priority: int = 0, curre
         "attempts": 0,
         "queued_at": now(),
     }
+
+
+def queue_regradings(c: Connection, pairs, current: bool = False) -> None:
+    """Queue a new grading of each (submission id, grading id), below live work (priority
+    1); `current`: it becomes the one the student sees at once (the earlier ones are kept)."""
+    for submission_id, grading_id in pairs:
+        if current:
+            mine = gradings.c.submission_id == submission_id
+            c.execute(update(gradings).where(mine).values(current=False))
+        row = queued_grading(grading_id, submission_id, priority=1, current=current)
+        c.execute(insert(gradings).values(**row))
 
 
 @dataclass(frozen=True)

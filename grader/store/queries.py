@@ -16,12 +16,12 @@ import json
 from collections.abc import Callable
 from dataclasses import asdict
 
-from sqlalchemy import Connection, and_, func, insert, select, text, update
+from sqlalchemy import Connection, and_, func, insert, select, text
 from sqlalchemy.exc import IntegrityError
 
 from grader.store.courses import Courses
 from grader.store.database import check_schema, open_engine, upgrade
-from grader.store.jobs import WORK_CHANNEL, Jobs, queued_grading
+from grader.store.jobs import WORK_CHANNEL, Jobs, queue_regradings, queued_grading
 from grader.store.records import (
     Admission,
     GradedSubmission,
@@ -108,12 +108,7 @@ class Store(Courses, Jobs):
         """Queue a new grading of each submission, below live work; `current`: it becomes
         the one the student sees at once (the earlier ones are kept)."""
         with self.write() as c:
-            for submission_id, grading_id in zip(submission_ids, ids, strict=True):
-                if current:
-                    mine = gradings.c.submission_id == submission_id
-                    c.execute(update(gradings).where(mine).values(current=False))
-                row = queued_grading(grading_id, submission_id, priority=1, current=current)
-                c.execute(insert(gradings).values(**row))
+            queue_regradings(c, zip(submission_ids, ids, strict=True), current)
             self.notify(c, WORK_CHANNEL, "")
 
     def _claim_name(self, c, name, key_hash, address, admission: Admission) -> None:

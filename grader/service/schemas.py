@@ -91,12 +91,8 @@ class SubmissionView(GradingView, Credited):
     submission_id: str
     student: str
     created_at: str
-    code: str = Field("", description="The submitted source: only its student sees it.")
+    code: str = Field("", description="The submitted source (its student and the instructor only).")
     hint: str = Field("", description="The known mistake its failing tests match, if allowed.")
-
-
-class InstructorSubmission(SubmissionView):
-    code: str = Field(description="The code as the student submitted it.")
 
 
 class SubmitResponse(SubmissionView):

@@ -17,7 +17,7 @@ from grader.service.credits import credited_rows, gradebook_rows
 from grader.service.deps import Instructor, bearer_token, get_service, is_id, require_instructor
 from grader.service.lti.credentials import Session
 from grader.service.lti.routes import lti_session
-from grader.service.schemas import InstructorItem, InstructorList, InstructorSubmission
+from grader.service.schemas import InstructorItem, InstructorList, SubmissionView
 from grader.service.state import ServiceState
 from grader.service.views import known_exercise, view_of
 
@@ -35,15 +35,14 @@ async def all_submissions(service: Instructor, exercise: ExerciseFilter = None) 
     return InstructorList(submissions=items)
 
 
-@router.get("/submissions/{submission_id}", response_model=InstructorSubmission)
-async def submission_with_code(submission_id: str, service: Instructor) -> InstructorSubmission:
+@router.get("/submissions/{submission_id}", response_model=SubmissionView)
+async def submission_with_code(submission_id: str, service: Instructor) -> SubmissionView:
     """One submission with its code (for the instructor's view and regrade scripts)."""
     get = service.store.get
     found = await asyncio.to_thread(get, submission_id) if is_id(submission_id) else None
     if found is None or found.submission.kind != "submit":
         raise HTTPException(404, f"There is no submission {submission_id!r}.")
-    view = await view_of(service, found)
-    return InstructorSubmission(**view.model_dump() | {"code": found.submission.code})
+    return await view_of(service, found)  # the view carries the code
 
 
 @router.get(

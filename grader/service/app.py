@@ -143,7 +143,8 @@ def describe_validation(errors) -> str:
         return f"The field {field!r} is required."
     if first.get("type") == "json_invalid":
         return "The request body is not valid JSON."
-    return f"The field {field!r} is not valid: {first.get('msg', 'invalid value')}."
+    why = first.get("msg", "invalid value").rstrip(".")  # our own messages end in one
+    return f"The field {field!r} is not valid: {why}."
 
 
 DATABASE_ERRORS = (DBAPIError, DatabaseError)

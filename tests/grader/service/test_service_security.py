@@ -62,6 +62,7 @@ def test_a_name_that_mixes_scripts_is_refused_with_a_clear_message(make_client):
     refused = submit(client, "\u0430da")  # Cyrillic а, then Latin d and a
     assert refused.status_code == 422
     assert "mixes letters of 2 scripts (Cyrillic, Latin)" in refused.json()["detail"]
+    assert refused.json()["detail"].endswith("student's name.")  # one full stop, not two
     assert submit(client, "李雷 2").status_code == 200 and grader.calls  # one script is fine
 
 

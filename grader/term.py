@@ -131,6 +131,14 @@ def credit_for(schedule: Schedule | None, accepted_at: datetime) -> Credit:
     return Credit(0.0, False)
 
 
+def counted_span(schedule: Schedule | None) -> tuple[datetime | None, datetime | None]:
+    """When a Submit counts, as credit_for decides: accepted from `opens_at` to the end of
+    the last late window (or the due date), both included; None: no bound."""
+    if schedule is None:
+        return None, None
+    return schedule.opens_at, schedule.late[-1].until if schedule.late else schedule.due_at
+
+
 def credited(score: float | None, max_score: float | None, percent: float) -> float | None:
     """min(credit, raw score), the credit being a percentage of the maximum score."""
     if score is None or max_score is None:

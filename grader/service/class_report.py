@@ -16,7 +16,7 @@ import json
 from grader.exercise import Exercise
 from grader.mistakes import Signatures, known_mistakes, matching
 from grader.store import Store
-from grader.store.class_stats import class_counts
+from grader.store.class_stats import class_counts, spans_of
 
 CODE_GROUPS = 20  # the largest groups carry one submission's code
 TABLES = ("tests", "mistakes", "students", "stuck")
@@ -30,11 +30,13 @@ def class_stats(
     wait: bool = False,
 ) -> dict:
     """Each student's counted submission is their latest graded Submit, or their best where
-    the course's schedule says so. `wait`: grade the known mistakes now if need be (the
-    CLI); else they are graded in the background and `labels_ready` is false meanwhile."""
-    schedule = store.term(course, exercise.id).schedule if course is not None else None
+    the course's schedule says so; practice Submits (after the schedule's last window) and
+    Runs never count. `wait`: grade the known mistakes now if need be (the CLI); else they
+    are graded in the background and `labels_ready` is false meanwhile."""
+    terms = [store.term(course, exercise.id)] if course is not None else store.terms_of(exercise.id)
+    schedule = terms[0].schedule if course is not None else None
     policy = schedule.policy if schedule is not None else "latest"
-    counts = class_counts(store.engine, exercise.id, course, policy)
+    counts = class_counts(store.engine, exercise.id, course, policy, spans_of(terms))
     found = signatures.get(exercise, wait=wait) if counts.failing else {}
     names = _test_names(counts.latest_report)
     scores = [(c.score / c.max_score if c.max_score else 0.0) for c in counts.counted]
@@ -48,6 +50,7 @@ def class_stats(
         "students": counts.students,
         "graded_students": len(counts.counted),
         "submissions": counts.submissions,
+        "practice_submissions": counts.practice,
         "passed": sum(c.passed for c in counts.counted),
         "distribution": [
             {"from": 10 * i, "to": 10 * i + 10, "students": n} for i, n in enumerate(distribution)

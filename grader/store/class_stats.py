@@ -1,18 +1,23 @@
 """The numbers of a class on one exercise, counted in the database (one query each).
 
-Each student's *counted* submission is one of their graded Submits: the latest, or under the
-`best` policy the highest score (the latest of equals); their *first* is the earliest graded
-one. Tests' verdicts come from `test_verdicts` (written with each report), so nothing here
-reads a report; a grading older than that table has no rows and is left out of test counts.
+Each student's *counted* submission is one of their graded Submits that counts (practice
+Submits, accepted after the last late window of their course's schedule, and anonymous Runs
+never do): the latest, or under the `best` policy the highest score (the latest of equals);
+their *first* is the earliest such one. Tests' verdicts come from `test_verdicts` (written
+with each report), so nothing here reads a report; a grading older than that table has no
+rows and is left out of test counts.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
-from sqlalchemy import Engine, and_, case, func, select
+from sqlalchemy import Engine, and_, case, func, literal, not_, or_, select
 
+from grader.store.courses import Term
 from grader.store.schema import gradings, submissions, test_verdicts
+from grader.term import counted_span
 
 STUCK_TRIES = 5  # a student with at least this many graded Submits...
 STUCK_SINCE = 3  # ...whose best score has not risen in this many, and who has not passed
@@ -51,9 +56,36 @@ class Counted:
 
 
 @dataclass(frozen=True)
+class Span:
+    """When a Submit counts, as ISO text in UTC like `accepted_at` (None: no bound)."""
+
+    opens_at: str | None
+    ends_at: str | None
+
+
+Spans = dict[tuple[str, str | None], Span]  # (course, None) or (course, extended student)
+
+
+def spans_of(terms: list[Term]) -> Spans:
+    """Each course's counted span from its schedule, and each extended student's."""
+
+    def text(moment: datetime | None) -> str | None:
+        return moment.astimezone(UTC).isoformat(timespec="microseconds") if moment else None
+
+    spans: Spans = {}
+    for term in terms:
+        for student in (None, *sorted(term.extensions)):
+            schedule = term.schedule_for(student)
+            if schedule is not None:
+                spans[term.course, student] = Span(*map(text, counted_span(schedule)))
+    return spans
+
+
+@dataclass(frozen=True)
 class ClassCounts:
-    students: int  # with a Submit, graded or not
-    submissions: int
+    students: int  # with a Submit, graded or not, counted or not
+    submissions: int  # Submits, practice included
+    practice: int  # Submits that never count (accepted outside the schedule's span)
     counted: list[Counted]  # one per student with a graded Submit, by name
     latest_report: str | None  # the newest counted report (for the tests' names)
     timeline: list[tuple[str, int]]  # (UTC day, Submits accepted)
@@ -70,7 +102,27 @@ def _scope(exercise: str, course: str | None) -> list:
     return where
 
 
-def _graded(exercise: str, course: str | None, policy: str):
+def _counts(spans: Spans) -> list:
+    """The conditions that a Submit counts, by its course's (or its student's) span."""
+    s = submissions.c
+    opens, ends = [], []
+    for (course, student), span in sorted(spans.items(), key=lambda kv: kv[0][1] is None):
+        who = s.course == course
+        if student is not None:  # an extended student's span comes before the course's
+            who = and_(who, s.student == student)
+        opens.append((who, span.opens_at))
+        ends.append((who, span.ends_at))
+    where = []
+    if any(moment for _, moment in opens):
+        moment = case(*opens, else_=None)
+        where.append(or_(moment.is_(None), s.accepted_at >= moment))
+    if any(moment for _, moment in ends):
+        moment = case(*ends, else_=None)
+        where.append(or_(moment.is_(None), s.accepted_at <= moment))
+    return where
+
+
+def _graded(exercise: str, course: str | None, policy: str, spans: Spans):
     s, g = submissions.c, gradings.c
     best = (g.score.desc(), s.accepted_at.desc())
     order = best if policy == "best" else (s.accepted_at.desc(),)
@@ -82,7 +134,7 @@ def _graded(exercise: str, course: str | None, policy: str):
         .add_columns(func.row_number().over(**by_student, order_by=s.accepted_at).label("nth"))
         .add_columns(func.max(g.score).over(**by_student).label("best"))
         .select_from(submissions.join(gradings))
-        .where(*_scope(exercise, course), g.current, g.status == "done")
+        .where(*_scope(exercise, course), *_counts(spans), g.current, g.status == "done")
         .subquery("graded")
     )
 
@@ -91,9 +143,9 @@ def _total(cond):
     return func.sum(case((cond, 1), else_=0))
 
 
-def _per_student(exercise: str, course: str | None, policy: str):
-    """One row per student with a graded Submit, in one pass over their Submits."""
-    r = _graded(exercise, course, policy).c
+def _per_student(exercise: str, course: str | None, policy: str, spans: Spans):
+    """One row per student with a counted graded Submit, in one pass over their Submits."""
+    r = _graded(exercise, course, policy, spans).c
     counted = r.pick == 1
 
     def of_counted(column):
@@ -110,17 +162,22 @@ def _per_student(exercise: str, course: str | None, policy: str):
     )
 
 
-def class_counts(engine: Engine, exercise: str, course: str | None, policy: str) -> ClassCounts:
+def class_counts(
+    engine: Engine, exercise: str, course: str | None, policy: str, spans: Spans
+) -> ClassCounts:
+    """`spans`: when Submits count, per course (spans_of the courses' terms)."""
     s, v = submissions.c, test_verdicts.c
     scope = _scope(exercise, course)
     day = func.substr(s.accepted_at, 1, 10)
+    counts = _counts(spans)
+    practice = _total(not_(and_(*counts))) if counts else literal(0)
     with engine.connect() as c:
-        students, sent = c.execute(
-            select(func.count(s.student.distinct()), func.count()).where(*scope)
+        students, sent, outside = c.execute(
+            select(func.count(s.student.distinct()), func.count(), practice).where(*scope)
         ).one()
         timeline = c.execute(select(day, func.count()).where(*scope).group_by(day).order_by(day))
         timeline = [(d, n) for d, n in timeline]
-        rows = c.execute(_per_student(exercise, course, policy)).all()
+        rows = c.execute(_per_student(exercise, course, policy, spans)).all()
         counted = [Counted(*row[:5], bool(row[5])) for row in rows]
         now_ids = [row[6] for row in rows]
         first_ids = [row[7] for row in rows]
@@ -153,6 +210,7 @@ def class_counts(engine: Engine, exercise: str, course: str | None, policy: str)
     return ClassCounts(
         students=students,
         submissions=sent,
+        practice=outside or 0,
         counted=counted,
         latest_report=latest_report,
         timeline=timeline,

@@ -95,6 +95,14 @@ class Courses:
         quota = Quota(row.quota_submits, row.quota_per_seconds) if row.quota_submits else None
         return Term(course, exercise, schedule, quota, row.suggested_due_at, extensions)
 
+    def terms_of(self, exercise: str) -> list[Term]:
+        """The exercise's term in every course that set one (or extended a student)."""
+        t, e = course_terms.c, course_extensions.c
+        with self.engine.connect() as c:
+            courses = set(c.scalars(select(t.course).where(t.exercise == exercise)))
+            courses |= set(c.scalars(select(e.course).where(e.exercise == exercise)))
+        return [self.term(course, exercise) for course in sorted(courses)]
+
     def set_term(self, course: str, exercise: str, values: dict) -> None:
         """Write a term's columns (schedule: a Schedule; quota: a Quota or None)."""
         values = dict(values)

@@ -14,6 +14,7 @@ from grader.term import (
     TermError,
     at,
     check_schedule,
+    counted_span,
     course_score,
     credit_for,
     credited,
@@ -44,6 +45,28 @@ def test_a_closed_term_and_one_not_yet_open_refuse_saying_when():
     assert refused == f"This exercise closed at {DUE.isoformat()}."
     early = credit_for(closed, DUE - timedelta(days=8)).refused
     assert early == f"This exercise opens at {(DUE - timedelta(days=7)).isoformat()}."
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        TERM,
+        Schedule(due_at=DUE),
+        Schedule(due_at=DUE, opens_at=DUE - timedelta(days=7), after="closed"),
+        extended(TERM, DUE + timedelta(days=2)),
+    ],
+)
+def test_the_counted_span_is_where_credit_for_counts(schedule):
+    """The class statistics leave practice out by this span (in SQL): it must agree."""
+    opens, ends = counted_span(schedule)
+    moments = [DUE + timedelta(hours=h, microseconds=u) for h in range(-200, 200, 7)
+               for u in (-1, 0, 1)]  # fmt: skip
+    moments += [m + d for m in (opens, ends) if m for d in (timedelta(microseconds=-1),
+                timedelta(0), timedelta(microseconds=1))]  # fmt: skip
+    for moment in moments:
+        inside = (opens is None or opens <= moment) and moment <= ends
+        assert credit_for(schedule, moment).counted == inside, moment
+    assert counted_span(None) == (None, None)
 
 
 def test_no_schedule_is_full_credit_for_ever_and_credit_caps_the_raw_score():

@@ -4,9 +4,11 @@ wrong implementations, stuck students, the API (JSON and CSV) and the CLI."""
 from __future__ import annotations
 
 import json
+import secrets
 import shutil
 import sys
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -15,10 +17,11 @@ from grader.cli import main
 from grader.exercise import ExerciseError, catalog, load_exercise
 from grader.mistakes import Signatures, hint, known_mistakes
 from grader.service.class_report import class_stats, stats_csv
-from grader.store import open_store
+from grader.store import GradingResult, Submission, open_store
+from grader.term import Schedule
 
 sys.path.insert(0, str(Path(__file__).parent))
-from class_seed import report_of, seed
+from class_seed import ROOM, START, report_of, seed
 from service_kit import TOKEN
 
 DPO = catalog()["dpo"]
@@ -81,6 +84,45 @@ def test_the_class_numbers_item_analysis_mistakes_and_stuck(store, tmp_path):
     lines = stats_csv(stats, "mistakes").splitlines()
     assert lines[0].startswith("labels,titles,explanations,size,students,failing_tests")
     assert "bob; cy" in lines[1]
+
+
+def run_of(store, report, minutes: int) -> None:
+    """An anonymous Run, graded with `report`."""
+    at = (START + timedelta(minutes=minutes)).isoformat()
+    sent = Submission(secrets.token_hex(16), "run", None, "10.0.0.9", "dpo", "# run", at)
+    store.admit(sent, secrets.token_hex(16), ROOM)
+    job = store.claim("seeder")
+    store.finish(job.grading_id, GradingResult(report.model_dump_json(), report.score,
+                                               report.max_score, report.passed))  # fmt: skip
+
+
+@pytest.mark.parametrize("course", ["default", None])
+def test_practice_submits_and_runs_never_count_in_the_class_numbers(store, tmp_path, course):
+    """Due 20 minutes in, practice after: ann's and dee's later failing Submits are practice;
+    cy's extension makes her later passing one count; a failing Run counts nowhere."""
+    seed_class(store)
+    due = START + timedelta(minutes=20)
+    store.set_term("default", "dpo", {"schedule": Schedule(due, policy="latest")})
+    store.set_extension("default", "dpo", "cy", due + timedelta(minutes=20))
+    signatures = signatures_in(tmp_path)
+    before = {t["test"]: t["fail_share"] for t in class_stats(store, DPO, signatures)["tests"]}
+    every_fail = report_of("dpo", {"a": "failed", "b": "failed", "c": "failed"})
+    seed(store, "ann", every_fail, 30)  # practice: ann's counted Submit still passes
+    seed(store, "dee", every_fail, 31)
+    seed(store, "cy", report_of("dpo", ALL_PASS), 35)  # within her extension: counted
+    seed(store, "eve", every_fail, 45)  # practice even for the extended schedule's length
+    run_of(store, every_fail, 32)
+    stats = class_stats(store, DPO, signatures, course)
+    assert (stats["students"], stats["submissions"], stats["practice_submissions"]) == (5, 16, 3)
+    tests = {t["test"]: t["fail_share"] for t in stats["tests"]}
+    assert tests["a"] == pytest.approx(before["a"] - 1 / 5)  # cy passes now; ann still does
+    assert tests["b"] == before["b"]  # dee's and eve's practice changed nothing
+    assert tests["c"] == before["c"] == pytest.approx(2 / 5)
+    assert stats["passed"] == 2 and stats["graded_students"] == 5
+    groups = {tuple(m["students"]): m["failing_tests"] for m in stats["mistakes"]}
+    assert groups == {("bob",): ["a"], ("dee",): ["b", "c"], ("eve",): ["a", "b", "c"]}
+    assert [s["student"] for s in stats["stuck"]] == ["eve"]
+    assert stats["stuck"][0]["submissions"] == 6  # her practice Submit is not a try
 
 
 def test_no_submissions_is_an_empty_state(store, tmp_path):

@@ -101,7 +101,9 @@ function render(stats) {
     h(
       "p",
       { id: "numbers" },
-      `${stats.students} students, ${stats.submissions} submissions; ` +
+      `${stats.students} students, ${stats.submissions} submissions` +
+        (stats.practice_submissions ? ` (${stats.practice_submissions} practice)` : "") +
+        "; " +
         `${stats.passed} of ${stats.graded_students} graded students passed.`,
     ),
     csvButton("students"),
@@ -197,12 +199,16 @@ async function load(event) {
   auth.token = $("token").value.trim();
   if (!auth.token && !auth.lti) return say("Type the instructor token first.");
   say("Loading…");
+  let stats;
   try {
-    render(await json(`/api/instructor/stats?${query()}`));
+    stats = await json(`/api/instructor/stats?${query()}`);
+    render(stats);
     say(`Statistics of ${$("exercise").value}.`);
   } catch (error) {
     return say(error.message);
   }
+  // an LTI launch reaches its own course only: the server names it
+  if (auth.lti) $("course").value = stats.course;
   const course = $("course").value.trim() || "default";
   termSection($("term"), { call, json, say, exercise: $("exercise").value, course, table });
 }
@@ -213,6 +219,8 @@ async function start() {
     auth.lti = match[1];
     window.history.replaceState(null, "", window.location.pathname);
     $("token-field").hidden = true;
+    $("course").readOnly = true;
+    $("course").placeholder = "the course you launched from";
   }
   try {
     const exercises = await (await fetch("/api/exercises")).json();

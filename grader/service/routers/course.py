@@ -1,6 +1,8 @@
 """A course's term over the API: the instructor's schedule, extensions, quota and regrades
-(bearer token), and GET /api/term: what a Submit would earn now, for the page. Read from
-the database per request, so changes made by the CLI show at once."""
+(the instructor token, or an LTI instructor's session for its own course: where `course`
+is left out it is `default` with the token, the session's course with a session), and
+GET /api/term: what a Submit would earn now, for the page. Read from the database per
+request, so changes made by the CLI show at once."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, Field
 
 from grader.service import regrading
-from grader.service.deps import Instructor, Service, StudentKey, key_matches
+from grader.service.deps import Service, StudentKey, key_matches
+from grader.service.instructor_access import InstructorAccess, InstructorOrLti
 from grader.service.views import known_exercise
 from grader.store import Store
 from grader.term import (
@@ -28,11 +31,14 @@ from grader.term import (
 
 router = APIRouter(tags=["course"])
 Course = Annotated[str, Query(description="An LTI context (lti:<id>) or a course name.")]
+AskedCourse = Annotated[
+    str | None, Query(description="An LTI context (lti:<id>) or a course name; see above.")
+]
 
 
 class ScheduleBody(BaseModel):
     exercise: str
-    course: str = DEFAULT_COURSE
+    course: str | None = None
     opens_at: str | None = None
     due_at: str
     late: list[dict] = Field(default_factory=list, description='[{"until", "credit"}]')
@@ -42,21 +48,21 @@ class ScheduleBody(BaseModel):
 
 class ExtensionBody(BaseModel):
     exercise: str
-    course: str = DEFAULT_COURSE
+    course: str | None = None
     student: str
     due_at: str
 
 
 class QuotaBody(BaseModel):
     exercise: str
-    course: str = DEFAULT_COURSE
+    course: str | None = None
     submits: int = Field(ge=1)
     per_seconds: int = Field(ge=1)
 
 
 class ExerciseCourse(BaseModel):
     exercise: str
-    course: str = DEFAULT_COURSE
+    course: str | None = None
 
 
 async def _call(function, *args):
@@ -82,57 +88,70 @@ def term_view(store: Store, course: str, exercise: str) -> dict:
 
 
 @router.get("/api/instructor/course")
-async def get_course(service: Instructor, exercise: str, course: Course = DEFAULT_COURSE) -> dict:
+async def get_course(access: InstructorOrLti, exercise: str, course: AskedCourse = None) -> dict:
     """An exercise's schedule, extensions and quota in a course (an LMS's due date too)."""
-    return await _call(term_view, service.store, course, exercise)
+    return await _call(term_view, access.service.store, access.course_of(course), exercise)
 
 
 @router.put("/api/instructor/course/schedule")
-async def put_schedule(service: Instructor, body: ScheduleBody) -> dict:
+async def put_schedule(access: InstructorOrLti, body: ScheduleBody) -> dict:
     known_exercise(body.exercise)
+    course, store = access.course_of(body.course), access.service.store
     data = body.model_dump(include={"opens_at", "due_at", "late", "after", "policy"})
     schedule = await _call(schedule_of, data)
-    await _call(service.store.set_term, body.course, body.exercise, {"schedule": schedule})
-    return term_view(service.store, body.course, body.exercise)
+    await _call(store.set_term, course, body.exercise, {"schedule": schedule})
+    return term_view(store, course, body.exercise)
 
 
 @router.put("/api/instructor/course/extension")
-async def put_extension(service: Instructor, body: ExtensionBody) -> dict:
+async def put_extension(access: InstructorOrLti, body: ExtensionBody) -> dict:
     known_exercise(body.exercise)
+    course, store = access.course_of(body.course), access.service.store
     due = await _call(at, body.due_at)
-    await _call(service.store.set_extension, body.course, body.exercise, body.student, due)
-    return term_view(service.store, body.course, body.exercise)
+    await _call(store.set_extension, course, body.exercise, body.student, due)
+    return term_view(store, course, body.exercise)
 
 
 @router.put("/api/instructor/course/quota")
-async def put_quota(service: Instructor, body: QuotaBody) -> dict:
+async def put_quota(access: InstructorOrLti, body: QuotaBody) -> dict:
     known_exercise(body.exercise)
+    course, store = access.course_of(body.course), access.service.store
     quota = {"quota": Quota(body.submits, body.per_seconds)}
-    await _call(service.store.set_term, body.course, body.exercise, quota)
-    return term_view(service.store, body.course, body.exercise)
+    await _call(store.set_term, course, body.exercise, quota)
+    return term_view(store, course, body.exercise)
 
 
 @router.post("/api/instructor/regrades")
-async def start_regrade(service: Instructor, body: ExerciseCourse) -> dict:
+async def start_regrade(access: InstructorOrLti, body: ExerciseCourse) -> dict:
     """Queue a preview's gradings; poll GET /api/instructor/regrades/{preview_id}."""
-    preview_id = await _call(regrading.start_preview, service.store, body.course, body.exercise)
-    service.queued()
-    return await _call(regrading.preview, service.store, preview_id)
+    store, course = access.service.store, access.course_of(body.course)
+    preview_id = await _call(regrading.start_preview, store, course, body.exercise)
+    access.service.queued()
+    return await _call(regrading.preview, store, preview_id)
+
+
+async def _own_preview(access: InstructorAccess, preview_id: str) -> dict:
+    """The preview, where it belongs to a course the request may reach (422: none such)."""
+    found = await _call(regrading.preview, access.service.store, preview_id)
+    access.course_of(found["course"])
+    return found
 
 
 @router.get("/api/instructor/regrades/{preview_id}")
-async def get_regrade(service: Instructor, preview_id: str) -> dict:
-    return await _call(regrading.preview, service.store, preview_id)
+async def get_regrade(access: InstructorOrLti, preview_id: str) -> dict:
+    return await _own_preview(access, preview_id)
 
 
 @router.post("/api/instructor/regrades/rollback")
-async def rollback_regrade(service: Instructor, body: ExerciseCourse) -> dict:
-    return await _call(regrading.rollback, service.store, body.course, body.exercise)
+async def rollback_regrade(access: InstructorOrLti, body: ExerciseCourse) -> dict:
+    store, course = access.service.store, access.course_of(body.course)
+    return await _call(regrading.rollback, store, course, body.exercise)
 
 
 @router.post("/api/instructor/regrades/{preview_id}/apply")
-async def apply_regrade(service: Instructor, preview_id: str) -> dict:
-    return await _call(regrading.apply_preview, service.store, preview_id)
+async def apply_regrade(access: InstructorOrLti, preview_id: str) -> dict:
+    await _own_preview(access, preview_id)
+    return await _call(regrading.apply_preview, access.service.store, preview_id)
 
 
 @router.get("/api/term")

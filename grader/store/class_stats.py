@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from itertools import groupby
 
-from sqlalchemy import Engine, Row, and_, case, func, literal, not_, or_, select
+from sqlalchemy import Engine, and_, case, func, literal, not_, or_, select
 
 from grader.store.courses import Term
 from grader.store.schema import gradings, submissions, test_verdicts
@@ -123,43 +122,44 @@ def _counts(spans: Spans) -> list:
     return where
 
 
+def _graded(exercise: str, course: str | None, policy: str, spans: Spans):
+    s, g = submissions.c, gradings.c
+    best = (g.score.desc(), s.accepted_at.desc())
+    order = best if policy == "best" else (s.accepted_at.desc(),)
+    by_student = {"partition_by": s.student}
+    columns = (s.student, s.submission_id, g.grading_id, g.score, g.max_score, g.passed)
+    return (
+        select(*columns, s.accepted_at)
+        .add_columns(func.row_number().over(**by_student, order_by=order).label("pick"))
+        .add_columns(func.row_number().over(**by_student, order_by=s.accepted_at).label("nth"))
+        .add_columns(func.max(g.score).over(**by_student).label("best"))
+        .select_from(submissions.join(gradings))
+        .where(*_scope(exercise, course), *_counts(spans), g.current, g.status == "done")
+        .subquery("graded")
+    )
+
+
 def _total(cond):
     return func.sum(case((cond, 1), else_=0))
 
 
-def _graded(exercise: str, course: str | None, spans: Spans):
-    """Each counted graded Submit in a few columns, by student and time: one pass over the
-    covering indexes (submissions_by_exercise, gradings_by_submission); no report is read."""
-    s, g = submissions.c, gradings.c
+def _per_student(exercise: str, course: str | None, policy: str, spans: Spans):
+    """One row per student with a counted graded Submit, in one pass over their Submits."""
+    r = _graded(exercise, course, policy, spans).c
+    counted = r.pick == 1
+
+    def of_counted(column):
+        return func.max(case((counted, column)))
+
     return (
-        select(s.student, s.submission_id, g.grading_id, g.score, g.max_score, g.passed)
-        .add_columns(s.accepted_at)
-        .select_from(submissions.join(gradings))
-        .where(*_scope(exercise, course), *_counts(spans), g.current, g.status == "done")
-        .order_by(s.student, s.accepted_at)
+        select(r.student, of_counted(r.submission_id), func.count(), of_counted(r.score))
+        .add_columns(of_counted(r.max_score), _total(and_(counted, r.passed)))
+        .add_columns(of_counted(r.grading_id), func.max(case((r.nth == 1, r.grading_id))))
+        .add_columns(of_counted(r.accepted_at), func.max(r.best))
+        .add_columns(func.min(case((r.score == r.best, r.nth))))
+        .group_by(r.student)
+        .order_by(r.student)
     )
-
-
-@dataclass(frozen=True)
-class _Tries:
-    """One student's counted graded Submits, reduced."""
-
-    student: str
-    counted: Row  # the row of _graded that counts
-    first: Row
-    tries: int
-    best_score: float
-    since_best: int  # tries after the first that reached the best score
-
-
-def _per_student(rows, policy: str):
-    """Each student's _Tries, from their graded Submits in time order (`rows` by student)."""
-    for student, mine in groupby(rows, key=lambda row: row.student):
-        mine = list(mine)
-        best = max(row.score for row in mine)
-        at_best = [n for n, row in enumerate(mine) if row.score == best]
-        counted = mine[at_best[-1]] if policy == "best" else mine[-1]
-        yield _Tries(student, counted, mine[0], len(mine), best, len(mine) - at_best[0] - 1)
 
 
 def class_counts(
@@ -177,24 +177,20 @@ def class_counts(
         ).one()
         timeline = c.execute(select(day, func.count()).where(*scope).group_by(day).order_by(day))
         timeline = [(d, n) for d, n in timeline]
-        found = list(_per_student(c.execute(_graded(exercise, course, spans)), policy))
-        counted = [
-            Counted(t.student, t.counted.submission_id, t.tries, t.counted.score,
-                    t.counted.max_score, bool(t.counted.passed))
-            for t in found
-        ]  # fmt: skip
-        now_ids = [t.counted.grading_id for t in found]
-        first_ids = [t.first.grading_id for t in found]
+        rows = c.execute(_per_student(exercise, course, policy, spans)).all()
+        counted = [Counted(*row[:5], bool(row[5])) for row in rows]
+        now_ids = [row[6] for row in rows]
+        first_ids = [row[7] for row in rows]
         stuck = [
-            Stuck(t.student, t.tries, t.best_score, t.counted.max_score, t.since_best)
-            for t in found
-            if t.tries >= STUCK_TRIES and t.since_best >= STUCK_SINCE and not t.counted.passed
+            Stuck(row[0], row[2], row[9], row[4], row[2] - row[10])
+            for row in rows
+            if row[2] >= STUCK_TRIES and row[2] - row[10] >= STUCK_SINCE and not row[5]
         ]
         stuck.sort(key=lambda one: (-one.since_best, one.student))
-        newest = max(found, key=lambda t: t.counted.accepted_at, default=None)
+        newest = max(rows, key=lambda row: row[8], default=None)
         latest_report = None
         if newest is not None:
-            where = gradings.c.grading_id == newest.counted.grading_id
+            where = gradings.c.grading_id == newest[6]
             latest_report = c.scalar(select(gradings.c.report_json).where(where))
         tests: dict[str, list[int]] = {}
         for half, ids in enumerate((now_ids, first_ids)):
@@ -206,7 +202,7 @@ def class_counts(
             for test_id, failing, total in c.execute(query):
                 tests.setdefault(test_id, [0, 0, 0, 0])[2 * half : 2 * half + 2] = failing, total
         failing: dict[str, tuple[str, set[str]]] = {}
-        who = {t.counted.grading_id: (t.student, t.counted.submission_id) for t in found}
+        who = {row[6]: (row[0], row[1]) for row in rows}
         fails = select(v.grading_id, v.test_id).where(v.grading_id.in_(now_ids), ~v.passed)
         for grading_id, test_id in c.execute(fails):
             student, submission_id = who[grading_id]

@@ -17,8 +17,11 @@ from page_server import CHROMIUM, REPO, _build_page
 
 sys.path.insert(0, str(REPO / "tests" / "grader" / "service"))
 sys.path.insert(0, str(REPO / "tests" / "grader" / "service" / "lti"))
+import re
+
 from class_seed import seed
-from servers import ServerThread
+from fake_lms import FakeLms, register
+from servers import LaunchBrowser, ServerThread
 from service_fakes import FakeDrawer, FakeGrader
 from service_kit import TOKEN
 
@@ -132,3 +135,55 @@ def term_sections_work(page) -> None:
     assert term.locator("#regrade tbody tr").count() >= len(WRONG) * 2
     term.get_by_role("button", name="Apply").click()
     page.get_by_text("The regrade is applied").wait_for()
+
+
+@pytest.fixture
+def lti_tool(tmp_path):
+    """The service with the fake LMS registered (no instructor token is set: the launch is
+    the only way in), and the fake LMS; an instructor's launch gives the page's session."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium package")
+    _build_page()
+    lms_server, tool_server = ServerThread("127.0.0.2"), ServerThread("127.0.0.1")
+    lms = FakeLms(lms_server.base)
+    lms_server.start(lms.app())
+    register(lms, tmp_path / "data")
+    settings = load_settings(data_dir=tmp_path / "data", public_url=tool_server.base)
+    tool_server.start(create_app(settings, FakeGrader()))
+    lms.tool_base = tool_server.base
+    yield tool_server.base, lms
+    tool_server.stop()
+    lms_server.stop()
+
+
+def test_an_lti_instructor_launch_reaches_the_page_and_its_term_forms(browser, lti_tool):
+    base, lms = lti_tool
+    launcher = LaunchBrowser(lms)
+    view = launcher.launch("teacher-1")
+    launcher.close()
+    link = re.search(r'href="(/instructor#lti=[^"]+)"', view.text).group(1)
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(base + link)
+    page.get_by_text("Statistics of gspo.").wait_for()
+    assert page.locator("#token-field").is_hidden()  # the launch signs the page in
+    course = page.get_by_label("Course").input_value()
+    assert course.startswith("lti:") and page.get_by_label("Course").is_editable() is False
+    assert page.locator("#numbers").inner_text().startswith("0 students, 0 submissions")
+    assert "No submissions yet." in page.locator("#items").inner_text()
+    term = page.locator("#term")
+    term.get_by_label("Due at", exact=True).fill("2026-12-20T23:59:00+00:00")
+    term.get_by_role("button", name="Save schedule").click()
+    page.get_by_text("Saved the schedule.").wait_for()
+    assert term.get_by_label("Due at", exact=True).input_value().startswith("2026-12-20T23:59")
+    term.get_by_label("Submits", exact=True).fill("4")
+    term.get_by_label("Per seconds").fill("600")
+    term.get_by_role("button", name="Save quota").click()
+    page.get_by_text("Saved the quota.").wait_for()
+    assert term.get_by_label("Submits", exact=True).input_value() == "4"
+    term.get_by_role("button", name="Preview regrade").click()  # nothing graded to regrade
+    page.get_by_text("has no graded Submit of 'gspo' to regrade").wait_for()
+    assert f"course '{course}'" in page.locator("#status").inner_text()
+    assert not errors, errors
+    page.close()

@@ -76,16 +76,18 @@ def bench_cold(runs: int) -> tuple[list[float], dict | None]:
 class Server:
     """`grader.service.serve` in a subprocess on 127.0.0.1; `rss()` sums its process tree."""
 
-    def __init__(self, data_dir: Path, pool_size: int, concurrent: int):
+    def __init__(self, data_dir: Path, pool_size: int, concurrent: int, python: str = PY,
+                 root: Path = ROOT, env: dict[str, str] | None = None):  # fmt: skip
+        """`python`, `root`, `env`: another checkout's (class_mix.py --baseline)."""
         self.port = free_port()
-        env = {**os.environ, "GSPO_GRADER_POOL_SIZE": str(pool_size)}
+        env = {**os.environ, **(env or {}), "GSPO_GRADER_POOL_SIZE": str(pool_size)}
         env |= {"GSPO_GRADER_MAX_CONCURRENT": str(concurrent), "GSPO_GRADER_MAX_QUEUE": "64"}
         env["GSPO_GRADER_LOG_LEVEL"] = "warning"
         env["GSPO_GRADER_INSTRUCTOR_TOKEN"] = REGRADE_TOKEN
         code = (
             f"from grader.service import serve; serve('127.0.0.1', {self.port}, {str(data_dir)!r})"
         )
-        self.process = subprocess.Popen([PY, "-c", code], cwd=ROOT, env=env)
+        self.process = subprocess.Popen([python, "-c", code], cwd=root, env=env)
 
     def wait_ready(self, timeout: float = 120.0) -> float:
         start = time.perf_counter()

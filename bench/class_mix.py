@@ -54,6 +54,7 @@ CALLS = "gspo_grader_student_calls_total"
 AHEAD = "gspo_grader_calls_answered_ahead_total"
 RIGHT_KINDS = ("correct", "reference")
 CLI_TIMEOUT_S = 600
+Completed = subprocess.CompletedProcess
 
 
 # ---- the trees ------------------------------------------------------------------------------
@@ -82,11 +83,17 @@ class Tree:
     def environ(self, **extra: str) -> dict[str, str]:
         return {**os.environ, **self.env, **extra}
 
-    def run(self, argv: list[str], timeout: float = CLI_TIMEOUT_S) -> tuple[float, subprocess.CompletedProcess]:
+    def run(self, argv: list[str], timeout: float = CLI_TIMEOUT_S) -> tuple[float, Completed]:
         """A fresh process of this tree's python: (wall seconds, the completed process)."""
         start = time.perf_counter()
-        done = subprocess.run([self.python, *argv], cwd=self.root, env=self.environ(),
-                              capture_output=True, text=True, timeout=timeout)  # fmt: skip
+        done = subprocess.run(
+            [self.python, *argv],
+            cwd=self.root,
+            env=self.environ(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         return time.perf_counter() - start, done
 
 
@@ -152,14 +159,15 @@ def corpus(tree: Tree, sample: tuple[int, int] | None) -> tuple[list[Entry], dic
 
 def hung_code(functions: list[str]) -> str:
     """A submission whose every function loops forever."""
-    body = "".join(f"\n\ndef {name}(*args, **kwargs):\n    while True:\n        pass\n"
-                   for name in functions)  # fmt: skip
+    body = "".join(
+        f"\n\ndef {name}(*args, **kwargs):\n    while True:\n        pass\n" for name in functions
+    )
     return '"""Loops forever (bench/class_mix.py)."""' + body
 
 
 # ---- verdicts -------------------------------------------------------------------------------
 def outcome(entry: Entry, status: int, parsed: dict | None) -> str:
-    """"ok" (the expected verdict), "wrong verdict", "grader error", "timed out or crashed"
+    """ "ok" (the expected verdict), "wrong verdict", "grader error", "timed out or crashed"
     (right code whose call ran past its limit or whose worker died: a starved machine, the
     way check-exercise counts it), or what the transport said."""
     if status == 503:
@@ -293,13 +301,42 @@ def fmt(value: float | None, unit: str = "", digits: int = 0) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}{unit}"
 
 
-def measure(tree: Tree, settings: Settings, server_env: dict[str, str]) -> dict[str, float | None]:
-    """Every phase on `tree`, printed as it goes; the figures by name (None: n/a)."""
-    figures: dict[str, float | None] = {}
+def measure(tree: Tree, settings: Settings) -> dict[str, float | None]:
+    """Every phase on `tree`, on a server of its own; the figures by name (None: n/a)."""
+    files, references, hung = mix_of(tree, settings)
+    figures, cold = measure_cold(tree, settings, hung)
+    with tempfile.TemporaryDirectory() as data_dir:
+        server = bench.Server(
+            Path(data_dir),
+            settings.pool_size,
+            settings.concurrent,
+            python=tree.python,
+            root=tree.root,
+            env=tree.env,
+        )
+        try:
+            print(f"  server healthy after {server.wait_ready(300):.1f} s")
+            figures |= measure_server(server.port, files, references, hung, settings, cold, "mix")
+        finally:
+            server.stop()
+    return figures
+
+
+def mix_of(tree: Tree, settings: Settings) -> tuple[list[Entry], dict[str, Entry], str]:
+    """The distinct files of the mix, the references, the looping submission."""
     files, references = corpus(tree, (2, 4) if settings.quick else None)
+    print(
+        f"[{tree.label}] {len(files)} distinct files ({sum(e.right for e in files)} right) "
+        f"from {', '.join(references)}"
+    )
+    return files, references, hung_code(catalog(tree)[0]["functions"])
+
+
+def measure_cold(tree: Tree, settings: Settings, hung: str) -> tuple[dict, list[float]]:
+    """Fresh processes: `import torch`, a CLI grading of the root exercise's reference, of the
+    looping submission. The figures, and the reference's cold times."""
+    figures: dict[str, float | None] = {}
     root_exercise = catalog(tree)[0]
-    print(f"[{tree.label}] {len(files)} distinct files ({sum(e.right for e in files)} right) "
-          f"from {', '.join(references)}")  # fmt: skip
 
     torch_s = [tree.run(["-c", "import torch"])[0] for _ in range(settings.cold_runs)]
     reference = Path(root_exercise["reference"])
@@ -309,19 +346,22 @@ def measure(tree: Tree, settings: Settings, server_env: dict[str, str]) -> dict[
         if done.returncode == 0:
             cold.append(seconds)
         else:
-            print(f"  cold CLI of the reference failed (exit {done.returncode}): "
-                  f"{done.stderr.strip()[-300:]}")  # fmt: skip
+            print(
+                f"  cold CLI of the reference failed (exit {done.returncode}): "
+                f"{done.stderr.strip()[-300:]}"
+            )
     figures["import torch s"] = median(torch_s)
     figures["cold CLI s"] = median(cold)
     figures["cold CLI / import torch"] = (
         figures["cold CLI s"] / figures["import torch s"] if cold else None
     )
-    print(f"  cold: import torch {fmt(figures['import torch s'], ' s', 2)}, CLI grading of "
-          f"the reference {fmt(figures['cold CLI s'], ' s', 2)} (median of "
-          f"{settings.cold_runs}): {fmt(figures['cold CLI / import torch'], 'x', 2)} "
-          f"(target <= 2x)")  # fmt: skip
+    print(
+        f"  cold: import torch {fmt(figures['import torch s'], ' s', 2)}, CLI grading of "
+        f"the reference {fmt(figures['cold CLI s'], ' s', 2)} (median of "
+        f"{settings.cold_runs}): {fmt(figures['cold CLI / import torch'], 'x', 2)} "
+        f"(target <= 2x)"
+    )
 
-    hung = hung_code(root_exercise["functions"])
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "hung.py"
         path.write_text(hung)
@@ -329,31 +369,25 @@ def measure(tree: Tree, settings: Settings, server_env: dict[str, str]) -> dict[
     verdict = "failed" if done.returncode == 1 else f"exit {done.returncode} (expected 1)"
     figures["hung cold CLI s"] = seconds
     print(f"  hung code, cold CLI: verdict in {seconds:.1f} s, {verdict} (target <= 15 s)")
-
-    with tempfile.TemporaryDirectory() as data_dir:
-        server = bench.Server(Path(data_dir), settings.pool_size, settings.concurrent,
-                              python=tree.python, root=tree.root, env={**tree.env, **server_env})  # fmt: skip
-        try:
-            print(f"  server healthy after {server.wait_ready(300):.1f} s")
-            figures |= measure_server(server.port, files, references, hung, settings, cold, "mix")
-        finally:
-            server.stop()
-    return figures
+    return figures, cold
 
 
 def measure_server(port, files, references, hung, settings: Settings, cold, prefix) -> dict:
     """The phases that need a running server (bench_service.py calls this on its own)."""
     figures: dict[str, float | None] = {}
     first = next(iter(references.values()))
-    warm, _, _, ok = bench.bench_warm(port, settings.warm_requests, first.code, None,
-                                      settings.pause_s)  # fmt: skip
+    warm, _, _, ok = bench.bench_warm(
+        port, settings.warm_requests, first.code, None, settings.pause_s
+    )
     figures["warm Submit p50 ms"] = bench.percentile(warm, 50) * 1000
     figures["warm p50 / cold CLI"] = (
         bench.percentile(warm, 50) / statistics.median(cold) if cold else None
     )
-    print(f"  warm Submit of {first.name}, paced: p50 {figures['warm Submit p50 ms']:.0f} ms, "
-          f"{fmt(figures['warm p50 / cold CLI'], 'x', 3)} of the cold CLI (target <= 0.03x); "
-          f"passed {ok}/{len(warm)}")  # fmt: skip
+    print(
+        f"  warm Submit of {first.name}, paced: p50 {figures['warm Submit p50 ms']:.0f} ms, "
+        f"{fmt(figures['warm p50 / cold CLI'], 'x', 3)} of the cold CLI (target <= 0.03x); "
+        f"passed {ok}/{len(warm)}"
+    )
 
     sums, tally = cost(port, [*references.values(), *files], prefix)
     print(f"  cost: each distinct file once, one at a time; {tally.line()}")
@@ -366,14 +400,18 @@ def measure_server(port, files, references, hung, settings: Settings, cold, pref
         figures[f"{group} worker CPU ms"] = worker
         figures[f"{group} round trips"] = per_grading(s, ROUND_TRIPS)
         figures[f"{group} ahead %"] = ahead_share(s)
-        print(f"    {group:9} ({s.get('gradings', 0)} gradings): CPU {fmt(total, ' ms')} "
-              f"(judge {fmt(judge, ' ms')} + worker {fmt(worker, ' ms')}), round trips "
-              f"{fmt(figures[f'{group} round trips'], '', 1)}, calls answered ahead "
-              f"{fmt(figures[f'{group} ahead %'], '%')}")  # fmt: skip
+        print(
+            f"    {group:9} ({s.get('gradings', 0)} gradings): CPU {fmt(total, ' ms')} "
+            f"(judge {fmt(judge, ' ms')} + worker {fmt(worker, ' ms')}), round trips "
+            f"{fmt(figures[f'{group} round trips'], '', 1)}, calls answered ahead "
+            f"{fmt(figures[f'{group} ahead %'], '%')}"
+        )
     right, wrong = figures["right CPU ms"], figures["wrong CPU ms"]
     figures["wrong / right CPU"] = wrong / right if right and wrong is not None else None
-    print(f"    wrong / right CPU per grading: {fmt(figures['wrong / right CPU'], 'x', 2)} "
-          f"(target <= 1.1x)")  # fmt: skip
+    print(
+        f"    wrong / right CPU per grading: {fmt(figures['wrong / right CPU'], 'x', 2)} "
+        f"(target <= 1.1x)"
+    )
 
     mix = [entry for entry in files for _ in range(settings.repeat)]
     random.Random(settings.seed).shuffle(mix)
@@ -389,25 +427,28 @@ def measure_server(port, files, references, hung, settings: Settings, cold, pref
         figures[f"{label} p50 s"] = bench.percentile(times, 50)
         figures[f"{label} p95 s"] = bench.percentile(times, 95)
         graded = {"gradings": len(done), **spent}
-        figures[f"{label} load CPU ms"] = (
-            (per_grading(graded, JUDGE_CPU, 1000) or 0) + (per_grading(graded, WORKER_CPU, 1000) or 0)
-        )
+        judge, worker = per_grading(graded, JUDGE_CPU, 1000), per_grading(graded, WORKER_CPU, 1000)
+        figures[f"{label} load CPU ms"] = (judge or 0) + (worker or 0)
         figures[f"{label} load ahead %"] = ahead_share(graded)
         figures[f"{label} load round trips"] = per_grading(graded, ROUND_TRIPS)
-        print(f"  {what}: {len(done)} gradings by {settings.clients} clients in {elapsed:.1f} s: "
-              f"{figures[f'{label} gradings/s']:.2f} gradings/s, p50 "
-              f"{figures[f'{label} p50 s']:.2f} s, p95 {figures[f'{label} p95 s']:.2f} s; CPU "
-              f"{figures[f'{label} load CPU ms']:.0f} ms a grading, round trips "
-              f"{fmt(figures[f'{label} load round trips'], '', 1)}, calls answered ahead "
-              f"{fmt(figures[f'{label} load ahead %'], '%')}")  # fmt: skip
+        print(
+            f"  {what}: {len(done)} gradings by {settings.clients} clients in {elapsed:.1f} s: "
+            f"{figures[f'{label} gradings/s']:.2f} gradings/s, p50 "
+            f"{figures[f'{label} p50 s']:.2f} s, p95 {figures[f'{label} p95 s']:.2f} s; CPU "
+            f"{figures[f'{label} load CPU ms']:.0f} ms a grading, round trips "
+            f"{fmt(figures[f'{label} load round trips'], '', 1)}, calls answered ahead "
+            f"{fmt(figures[f'{label} load ahead %'], '%')}"
+        )
         if label == "mix":
             for side, is_right in (("right", True), ("wrong", False)):
                 some = [s for e, s, _ in done if e.right == is_right]
                 figures[f"mix {side} p50 s"] = bench.percentile(some, 50) if some else None
                 figures[f"mix {side} p95 s"] = bench.percentile(some, 95) if some else None
-                print(f"    {side} code: {len(some)} gradings, p50 "
-                      f"{fmt(figures[f'mix {side} p50 s'], ' s', 2)}, p95 "
-                      f"{fmt(figures[f'mix {side} p95 s'], ' s', 2)}")  # fmt: skip
+                print(
+                    f"    {side} code: {len(some)} gradings, p50 "
+                    f"{fmt(figures[f'mix {side} p50 s'], ' s', 2)}, p95 "
+                    f"{fmt(figures[f'mix {side} p95 s'], ' s', 2)}"
+                )
         print(f"    {tally.line()}")
         figures[f"{label} unexpected verdicts"] = float(len(tally.bad))
     ratio = figures["mix gradings/s"] / figures["ref gradings/s"]
@@ -417,8 +458,10 @@ def measure_server(port, files, references, hung, settings: Settings, cold, pref
     seconds, status, parsed = client.submit()
     passed = parsed["report"]["passed"] if parsed else None
     figures["hung warm s"] = seconds
-    print(f"  hung code, warm Submit: verdict in {seconds:.1f} s (HTTP {status}, passed={passed}; "
-          f"target <= 12 s)")  # fmt: skip
+    print(
+        f"  hung code, warm Submit: verdict in {seconds:.1f} s (HTTP {status}, passed={passed}; "
+        f"target <= 12 s)"
+    )
     return figures
 
 
@@ -444,43 +487,79 @@ def table(order: list[Tree], results: dict[Tree, list[dict]]) -> None:
         print(f"{name:32}{cells[0]:>22} {cells[1]:>22}  {ratio}")
 
 
+def settings_for(
+    quick: bool,
+    clients: int = 16,
+    repeat: int | None = None,
+    pool_size: int = 4,
+    concurrent: int = 2,
+    seed: int = 25,
+) -> Settings:
+    return Settings(
+        quick=quick,
+        repeat=repeat or (2 if quick else 4),
+        clients=clients,
+        pool_size=pool_size,
+        concurrent=concurrent,
+        cold_runs=1 if quick else 3,
+        warm_requests=5 if quick else 20,
+        pause_s=1.0,
+        seed=seed,
+    )
+
+
+def phase(port: int, settings: Settings) -> None:
+    """(7) of bench_service.py: every phase on this tree, the load on its running server."""
+    this = Tree.current()
+    print(
+        f"(7) class mix ({'a sample' if settings.quick else 'the whole corpus'}, each file "
+        f"{settings.repeat} times, {settings.clients} clients): bench/class_mix.py"
+    )
+    files, references, hung = mix_of(this, settings)
+    _, cold = measure_cold(this, settings, hung)
+    measure_server(port, files, references, hung, settings, cold, "phase7")
+
+
+def compare(baseline: Path, settings: Settings, rounds: int) -> None:
+    """Baseline and this tree alternately (A B A B ...), then the table of figures."""
+    order = [Tree.at(baseline), Tree.current()]
+    results: dict[Tree, list[dict]] = {tree: [] for tree in order}
+    for round_ in range(rounds):
+        for tree in order:
+            print(f"\n== round {round_ + 1}/{rounds}: {tree.label} ==")
+            results[tree].append(measure(tree, settings))
+    table(order, results)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="a sample of the corpus (2 right, 4 wrong per exercise), each twice")  # fmt: skip
+    parser.add_argument(
+        "--quick", action="store_true", help="a sample: 2 right, 4 wrong per exercise, each twice"
+    )
     parser.add_argument("--repeat", type=int, default=None, help="times each file is submitted (4)")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--pool-size", type=int, default=4)
     parser.add_argument("--concurrent", type=int, default=2)
-    parser.add_argument("--baseline", type=Path, default=None,
-                        help="an older checkout to compare with, in interleaved runs")  # fmt: skip
-    parser.add_argument("--rounds", type=int, default=2,
-                        help="with --baseline: runs of each tree, alternating (2)")  # fmt: skip
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="an older checkout to compare with, in interleaved runs",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="with --baseline: runs of each tree, alternating (2)"
+    )
     parser.add_argument("--seed", type=int, default=25, help="the shuffle of the mix")
     args = parser.parse_args(argv)
-    settings = Settings(
-        quick=args.quick, repeat=args.repeat or (2 if args.quick else 4), clients=args.clients,
-        pool_size=args.pool_size, concurrent=args.concurrent, cold_runs=1 if args.quick else 3,
-        warm_requests=5 if args.quick else 20, pause_s=1.0, seed=args.seed,
-    )  # fmt: skip
+    settings = settings_for(
+        args.quick, args.clients, args.repeat, args.pool_size, args.concurrent, args.seed
+    )
     print(f"machine: {os.cpu_count()} CPUs; python {sys.version.split()[0]}")
-    this = Tree.current()
     if args.baseline is None:
-        measure(this, settings, SERVER_ENV)
-        return 0
-    order = [Tree.at(args.baseline), this]
-    results: dict[Tree, list[dict]] = {tree: [] for tree in order}
-    for round_ in range(args.rounds):
-        for tree in order:
-            print(f"\n== round {round_ + 1}/{args.rounds}: {tree.label} ==")
-            results[tree].append(measure(tree, settings, SERVER_ENV))
-    table(order, results)
+        measure(Tree.current(), settings)
+    else:
+        compare(args.baseline, settings, args.rounds)
     return 0
-
-
-# The load's students all come from 127.0.0.1 and wait out a queue longer than the default
-# verdict wait (20 s, then 202): raise both caps, as the distributed phase does the wait.
-SERVER_ENV = {"GSPO_GRADER_NAMES_PER_HOUR": "100000", "GSPO_GRADER_VERDICT_WAIT_SECONDS": "300"}
 
 
 if __name__ == "__main__":

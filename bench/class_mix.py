@@ -230,6 +230,8 @@ def cost(port: int, entries: list[Entry], prefix: str) -> tuple[dict[str, dict],
         for name in (JUDGE_CPU, WORKER_CPU, CALLS, AHEAD, ROUND_TRIPS):
             if name in after:
                 into[name] = into.get(name, 0.0) + after[name] - before.get(name, 0.0)
+        one = sum(after.get(n, 0.0) - before.get(n, 0.0) for n in (JUDGE_CPU, WORKER_CPU))
+        into.setdefault("cpu_s", []).append(one)  # this grading's judge + worker CPU
     return sums, tally
 
 
@@ -400,8 +402,10 @@ def measure_server(port, files, references, hung, settings: Settings, cold, pref
         figures[f"{group} worker CPU ms"] = worker
         figures[f"{group} round trips"] = per_grading(s, ROUND_TRIPS)
         figures[f"{group} ahead %"] = ahead_share(s)
+        each = [1000 * seconds for seconds in s.get("cpu_s", [])]
+        spread = f" ({min(each):.0f}-{max(each):.0f})" if len(each) > 1 else ""
         print(
-            f"    {group:9} ({s.get('gradings', 0)} gradings): CPU {fmt(total, ' ms')} "
+            f"    {group:9} ({s.get('gradings', 0)} gradings): CPU {fmt(total, ' ms')}{spread} "
             f"(judge {fmt(judge, ' ms')} + worker {fmt(worker, ' ms')}), round trips "
             f"{fmt(figures[f'{group} round trips'], '', 1)}, calls answered ahead "
             f"{fmt(figures[f'{group} ahead %'], '%')}"

@@ -456,6 +456,7 @@ def measure_server(port, files, references, hung, settings: Settings, cold, pref
         print(f"    {tally.line()}")
         figures[f"{label} unexpected verdicts"] = float(len(tally.bad))
     ratio = figures["mix gradings/s"] / figures["ref gradings/s"]
+    figures["mix / ref gradings/s"] = ratio
     print(f"  class mix / reference only, gradings/s: {ratio:.2f}x")
 
     client = bench.Client(port, f"{prefix}-hung", hung)
@@ -470,11 +471,18 @@ def measure_server(port, files, references, hung, settings: Settings, cold, pref
 
 
 # ---- the comparison -------------------------------------------------------------------------
+def num(value: float) -> str:
+    """About three significant digits, never in exponent form."""
+    size = abs(value)
+    digits = 0 if size >= 100 else 1 if size >= 10 else 2 if size >= 1 else 3
+    return f"{value:.{digits}f}"
+
+
 def table(order: list[Tree], results: dict[Tree, list[dict]]) -> None:
     """Each figure: median on each tree with its spread over the rounds, and this/baseline."""
     baseline, this = order
     names = list(dict.fromkeys(name for runs in results.values() for r in runs for name in r))
-    print(f"\nfigure{' ' * 26}{'baseline':>22} {'this tree':>22}  this/baseline")
+    print(f"\nfigure{' ' * 26}{'baseline':>20} {'this tree':>20}  this/baseline")
     for name in names:
         cells, medians = [], []
         for tree in (baseline, this):
@@ -485,10 +493,10 @@ def table(order: list[Tree], results: dict[Tree, list[dict]]) -> None:
                 continue
             m = statistics.median(values)
             medians.append(m)
-            spread = f" ({min(values):.3g}-{max(values):.3g})" if len(values) > 1 else ""
-            cells.append(f"{m:.3g}{spread}")
+            spread = f" ({num(min(values))}-{num(max(values))})" if len(values) > 1 else ""
+            cells.append(f"{num(m)}{spread}")
         ratio = "n/a" if None in medians or not medians[0] else f"{medians[1] / medians[0]:.2f}x"
-        print(f"{name:32}{cells[0]:>22} {cells[1]:>22}  {ratio}")
+        print(f"{name:32}{cells[0]:>20} {cells[1]:>20}  {ratio}")
 
 
 def settings_for(

@@ -225,15 +225,19 @@ def counters(port: int) -> dict[str, float]:
     return found
 
 
-def bench_warm(port: int, n: int, code: str, expected_score, pause: float = 0.0):
+def bench_warm(
+    port: int, n: int, code: str, expected_score, pause: float = 0.0, name: str | None = None
+):
     """(2) Sequential warm Submits: latencies, the grader's own times (one per answered
     request, in order), the count correct, and the grader's counters over the phase
     (/metrics: CPU in the judge and in the sandboxed worker, student calls, calls answered
     from calls sent ahead).
 
     With `pause`, each request waits that long after the previous answer, so the pools have
-    refilled their pre-started workers (a class where Submits do not arrive back to back)."""
-    client = Client(port, f"bench-warm-{'paced' if pause else 'back-to-back'}", code)
+    refilled their pre-started workers (a class where Submits do not arrive back to back).
+    `name`: the student's, new on this server (a taken name without its key is refused)."""
+    name = name or f"bench-warm-{'paced' if pause else 'back-to-back'}"
+    client = Client(port, name, code)
     for _ in range(3):  # warm-up: the first requests create the student and touch caches
         client.submit()
     times, grading, ok = [], [], 0

@@ -15,7 +15,9 @@ It prints these figures and asserts nothing about time:
   4. and 5. the distributed deployment (bench/distributed.py): what the queue adds to a
      Submit, and throughput with one and two worker processes (skip: --no-distributed);
   6. live Submit p95 with and without a regrade running (bench/regrade_phase.py; only this
-     phase: --regrade-only).
+     phase: --regrade-only);
+  7. a class's mix of right and wrong code beside the reference alone (bench/class_mix.py;
+     skip: --no-class-mix); with --baseline PATH, on that checkout and this tree alternately.
 """
 
 from __future__ import annotations
@@ -76,16 +78,21 @@ def bench_cold(runs: int) -> tuple[list[float], dict | None]:
 class Server:
     """`grader.service.serve` in a subprocess on 127.0.0.1; `rss()` sums its process tree."""
 
-    def __init__(self, data_dir: Path, pool_size: int, concurrent: int):
+    def __init__(self, data_dir: Path, pool_size: int, concurrent: int, python: str = PY,
+                 root: Path = ROOT, env: dict[str, str] | None = None):  # fmt: skip
+        """`python`, `root`, `env`: another checkout's (class_mix.py --baseline)."""
         self.port = free_port()
-        env = {**os.environ, "GSPO_GRADER_POOL_SIZE": str(pool_size)}
+        env = {**os.environ, **(env or {}), "GSPO_GRADER_POOL_SIZE": str(pool_size)}
         env |= {"GSPO_GRADER_MAX_CONCURRENT": str(concurrent), "GSPO_GRADER_MAX_QUEUE": "64"}
         env["GSPO_GRADER_LOG_LEVEL"] = "warning"
+        # every student comes from 127.0.0.1 (20 new names an hour by default), and a loaded
+        # queue outlasts the default verdict wait (20 s, then 202 and the page polls)
+        env |= {"GSPO_GRADER_NAMES_PER_HOUR": "100000", "GSPO_GRADER_VERDICT_WAIT_SECONDS": "300"}
         env["GSPO_GRADER_INSTRUCTOR_TOKEN"] = REGRADE_TOKEN
         code = (
             f"from grader.service import serve; serve('127.0.0.1', {self.port}, {str(data_dir)!r})"
         )
-        self.process = subprocess.Popen([PY, "-c", code], cwd=ROOT, env=env)
+        self.process = subprocess.Popen([python, "-c", code], cwd=root, env=env)
 
     def wait_ready(self, timeout: float = 120.0) -> float:
         start = time.perf_counter()
@@ -218,15 +225,19 @@ def counters(port: int) -> dict[str, float]:
     return found
 
 
-def bench_warm(port: int, n: int, code: str, expected_score, pause: float = 0.0):
+def bench_warm(
+    port: int, n: int, code: str, expected_score, pause: float = 0.0, name: str | None = None
+):
     """(2) Sequential warm Submits: latencies, the grader's own times (one per answered
     request, in order), the count correct, and the grader's counters over the phase
     (/metrics: CPU in the judge and in the sandboxed worker, student calls, calls answered
     from calls sent ahead).
 
     With `pause`, each request waits that long after the previous answer, so the pools have
-    refilled their pre-started workers (a class where Submits do not arrive back to back)."""
-    client = Client(port, f"bench-warm-{'paced' if pause else 'back-to-back'}", code)
+    refilled their pre-started workers (a class where Submits do not arrive back to back).
+    `name`: the student's, new on this server (a taken name without its key is refused)."""
+    name = name or f"bench-warm-{'paced' if pause else 'back-to-back'}"
+    client = Client(port, name, code)
     for _ in range(3):  # warm-up: the first requests create the student and touch caches
         client.submit()
     times, grading, ok = [], [], 0
@@ -327,11 +338,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-distributed", action="store_true", help="skip phases 4 and 5")
     parser.add_argument("--regrade-only", action="store_true", help="only phase 6 (a regrade)")
+    parser.add_argument("--no-class-mix", action="store_true", help="skip phase 7")
+    parser.add_argument(
+        "--baseline", type=Path, default=None,
+        help="an older checkout: phase 7 runs on it and on this tree alternately, compared",
+    )  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=2, help="with --baseline: runs of each (2)")
     args = parser.parse_args(argv)
     cold_runs = 2 if args.quick else 3
     n_warm = args.requests or (10 if args.quick else 30)
     duration = args.duration or (10.0 if args.quick else 60.0)
     code = REFERENCE.read_text()
+    import class_mix
+
+    mix_settings = class_mix.settings_for(args.quick, args.clients, None, args.pool_size,
+                                          args.concurrent)  # fmt: skip
 
     print(f"machine: {os.cpu_count()} CPUs; python {sys.version.split()[0]}")
     if args.regrade_only:
@@ -363,8 +384,13 @@ def main(argv: list[str] | None = None) -> int:
             metrics = cold_report.get("metrics", {}) if cold_report else {}  # before report 3.0
             report_phase_3(server, args.clients, duration, code, expected, metrics)
             report_regrade(server, n_warm, 10 * n_warm, code, expected)
+            if not args.no_class_mix and args.baseline is None:
+                class_mix.phase(server.port, mix_settings)
         finally:
             server.stop()
+    if not args.no_class_mix and args.baseline is not None:
+        print(f"(7) class mix, interleaved with {args.baseline} (bench/class_mix.py)")
+        class_mix.compare(args.baseline, mix_settings, args.rounds)
 
     if not args.no_distributed:
         import distributed

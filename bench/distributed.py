@@ -106,7 +106,7 @@ def run(n: int, pause: float, clients: int, duration: float, judges: int, embedd
             print(f"(4) distributed: 1 API node, 1 worker of {judges} judges, PostgreSQL")
             print(f"  worker warm after {cluster.add_worker():.1f} s")
             code = bench.REFERENCE.read_text()
-            warm, grading, _, _, ok = bench.bench_warm(cluster.port, n, code, None, pause)
+            warm, grading, _, ok = bench.bench_warm(cluster.port, n, code, None, pause)
             print("  " + bench.summary("distributed warm", warm) + f"; correct {ok}/{n}")
             overhead = [total - graded for total, graded in zip(warm, grading, strict=False)]
             print("  " + bench.summary("service overhead", overhead))

@@ -16,7 +16,7 @@ def report_regrade(server, n: int, stored: int, code: str, expected) -> None:
     print(f"(6) live Submits with and without a regrade of {stored} stored Submits")
     for i in range(stored):  # the Submits a regrade will grade again
         Client(server.port, f"bench-regrade-{i}", code).submit()
-    quiet, *_ = bench_warm(server.port, n, code, expected)
+    quiet, *_ = bench_warm(server.port, n, code, expected, name="bench-regrade-quiet")
     print("  " + summary("no regrade", quiet))
     auth = {"Authorization": f"Bearer {TOKEN}"}
     status, data = request(
@@ -26,7 +26,7 @@ def report_regrade(server, n: int, stored: int, code: str, expected) -> None:
         print(f"  the regrade could not start: {status} {data[:200]!r}")
         return
     preview_id = json.loads(data)["preview_id"]
-    busy, *_ = bench_warm(server.port, n, code, expected)
+    busy, *_ = bench_warm(server.port, n, code, expected, name="bench-regrade-busy")
     _, data = request(server.port, "GET", f"/api/instructor/regrades/{preview_id}", None, auth)
     shown = json.loads(data)
     print("  " + summary("regrade running", busy))

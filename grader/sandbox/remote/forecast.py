@@ -85,10 +85,11 @@ class CallsAhead:
         previous test's calls still ahead (`drop`)."""
         self.forecast, self.next, self.script = forecast or None, 0, []
 
-    def send(self, post: Post, room: Callable[[int], bool]) -> None:
+    def send(self, post: Post, room: Callable[[int, bool], bool]) -> None:
         """Send the forecast's next calls through `post`, all in one write ((seq, call id)
         of each, or None when the worker cannot take them): once fewer than TOP_UP_BELOW are
-        ahead, up to AHEAD_CALLS not yet asked for, while `room(request bytes)`."""
+        ahead, up to AHEAD_CALLS not yet asked for, while `room(the batch's bytes, whether
+        it is one call)`."""
         forecast = self.forecast
         if forecast is None or len(self.pending) >= TOP_UP_BELOW:
             return
@@ -97,7 +98,7 @@ class CallsAhead:
         index = self.next + len(self.pending)
         while index < len(forecast) and len(self.pending) + len(batch) < AHEAD_CALLS:
             call = forecast[index]
-            if not room(nbytes + len(call.key)):
+            if not room(nbytes + len(call.key), not batch):
                 break
             batch.append(call)
             nbytes += len(call.key)

@@ -146,10 +146,13 @@ class Pipeline:
     def _send_ahead(self) -> None:
         self.ahead.send(self._post_ahead, self._room_ahead)
 
-    def _room_ahead(self, nbytes: int) -> bool:
-        """A worker to send to, and room below AHEAD_BYTES of requests not yet answered."""
-        unread = self._unread and self._unread_bytes + nbytes > AHEAD_BYTES
-        return self._worker is not None and not unread
+    def _room_ahead(self, nbytes: int, alone: bool) -> bool:
+        """A worker to send to, and room below AHEAD_BYTES of requests not yet answered for
+        a batch of `nbytes` (one call, `alone`, may pass it when nothing else is unread: the
+        worker reads it whole before it answers). A batch over the bound could fill the
+        socket's buffers while the worker waits to send a reply: both would wait."""
+        fits = self._unread_bytes + nbytes <= AHEAD_BYTES or (alone and not self._unread)
+        return self._worker is not None and fits
 
     def _post_ahead(self, calls: list[ForecastCall]) -> list[tuple[int, int]] | None:
         """Send `calls` in one write; (seq, call id) of each, or None for a dead worker."""
@@ -161,7 +164,8 @@ class Pipeline:
             sent.append((msg["seq"], msg["id"]))
         try:  # it fits the socket's buffers: sending never waits for the worker
             self._channel.send_frames(frames, time.monotonic() + WAITS.send_ahead_s)
-        except WireError:
+        except WireError:  # part of a frame may have left: this channel is out of step
+            self._lose_worker("did not take the calls sent ahead")
             return None
         for (seq, _), frame in zip(sent, frames, strict=True):
             self.requests += 1

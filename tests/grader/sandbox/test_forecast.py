@@ -196,3 +196,17 @@ def test_a_dropped_call_that_never_returns_costs_one_short_wait(pool):
         assert ahead.restarts == 1  # the stuck worker was stopped, a fresh one answered
         assert ahead.ahead.answered == 1
     assert waited >= WAITS.forecast_drop_s
+
+
+def test_calls_larger_than_the_unread_bound_go_ahead_one_at_a_time(pool):
+    """Large calls: a batch never passes AHEAD_BYTES (but one call alone may), so the judge
+    never waits to send while the worker waits to send a reply."""
+    xs = [torch.full((40_000,), float(k)) for k in range(6)]  # 160 kB each
+    forecast = recorded(pool, lambda s: [s.scaled(x, 2.0) for x in xs])
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as ahead:
+        ahead.begin_test(forecast)
+        assert ahead.requests == 1 + 1  # the load, and one call alone
+        for x in xs:
+            assert torch.equal(ahead.scaled(x, 2.0), x * 2)
+        assert ahead.ahead.answered == len(xs) and ahead.restarts == 0
+        assert ahead.end_test() == forecast

@@ -416,6 +416,8 @@ def report_phase_2(
     calls = spent.get("gspo_grader_student_calls_total", 0.0)
     ahead = spent.get("gspo_grader_calls_answered_ahead_total", 0.0)
     print(f"  student calls answered from calls sent ahead: {ahead / max(calls, 1) * 100:.0f}%")
+    trips = spent.get("gspo_grader_round_trips_total", 0.0)
+    print(f"  round trips per grading (requests the judge waited for): {trips / n:.1f}")
     overhead = [total - graded for total, graded in zip(warm, grading, strict=False)]
     if overhead:
         print("  " + summary("service overhead (answer time minus grading time)", overhead))

@@ -18,7 +18,8 @@ class GradingStats:
     student_calls: int = 0  # calls of the student's functions that the tier tests made
     calls_sent_ahead: int = 0  # of them, sent before the test asked (forecast.py)
     calls_answered_ahead: int = 0  # of them, answered by a reply already on the way
-    round_trips: int = 0  # requests sent to a worker, loading included
+    requests: int = 0  # requests sent to a worker: loading and calls sent ahead included
+    round_trips: int = 0  # of them, those the judge then waited for (not answered ahead)
     sandbox_restarts: int = 0  # workers started again after a crash or timeout
     tier_tests: int = 0  # tier tests the grading selected
 
@@ -38,5 +39,6 @@ COUNTERS = {
     "worker_cpu_seconds": "gspo_grader_worker_cpu_seconds_total",
     "student_calls": "gspo_grader_student_calls_total",
     "calls_answered_ahead": "gspo_grader_calls_answered_ahead_total",
+    "round_trips": "gspo_grader_round_trips_total",
     "tier_tests": "gspo_grader_tier_tests_total",
 }

@@ -3,8 +3,10 @@
 A GradingRun lives for one pytest session (pytest_session.PreparedRun). Its tests are in a
 TestLedger (ledger.py: bound while pytest collects, selected once the request is known,
 given their verdicts while they run); its submission is a StudentSession (student_session.py,
-opened on first use). The run adds the grading's wall clock and, at the end, folds
-everything into the Report, once, and the GradingStats beside it.
+opened on first use), told where each test begins and ends: a test begins with its
+forecast, and a test that passed leaves its calls as the forecast of its next run. The run
+adds the grading's wall clock and, at the end, folds everything into the Report, once, and
+the GradingStats beside it.
 
 The grading passes when every tier passed and there is neither a submission nor a grader
 error.
@@ -76,6 +78,7 @@ class GradingRun:
         if time.perf_counter() <= self._deadline:
             record = self.tests.records.get(nodeid)
             self.sandbox.watch(nodeid if record is not None and not record.hidden else None)
+            self.sandbox.begin_test(self.forecasts.get(self._forecast_key(nodeid)))
             return True
         self._timed_out = True
         limit = self.limits.grading_wall_seconds
@@ -83,12 +86,24 @@ class GradingRun:
         self.verdict(nodeid, TestVerdict("failed", message))
         return False
 
+    def end(self, nodeid: str) -> None:
+        """A test ran (setup, call, teardown): if it passed, its calls are its forecast."""
+        calls = self.sandbox.end_test()
+        record = self.tests.records.get(nodeid)
+        if calls and record is not None and record.outcome == "passed":
+            self.forecasts.keep(self._forecast_key(nodeid), calls)
+
+    def _forecast_key(self, nodeid: str) -> tuple:
+        """Whose forecast a test gets: the same test in the same mode (a hidden test runs on
+        Submit only, and a Run's tests never receive calls recorded on a Submit)."""
+        return (self.request.mode, nodeid)
+
     def verdict(self, nodeid: str, verdict: TestVerdict, duration_s: float = 0.0) -> None:
         self.tests.record(nodeid, verdict, duration_s, self.sandbox.last_call(nodeid))
 
     def student(self) -> RecordingStudent:
         """The sandboxed submission, opened once per grading on first use."""
-        return self.sandbox.student(self.request, self.forecasts.get(self._selection()))
+        return self.sandbox.student(self.request)
 
     def record_artifacts(self, result: dict) -> None:
         """T3 hands over the toy's result (run_toy through the student)."""
@@ -122,9 +137,6 @@ class GradingRun:
                 tests_s=round(sum(r.duration_s for r in records), 4),
             ),
         )  # fmt: skip
-        if proxy is not None:
-            clean = report.passed and not proxy.restarts
-            self.forecasts.keep(self._selection(), proxy.ahead, clean)
         return report, self._stats(proxy, len(records))
 
     def _stats(self, proxy: Any, tests: int) -> GradingStats:
@@ -137,14 +149,11 @@ class GradingRun:
             student_calls=self.sandbox.calls,
             calls_sent_ahead=proxy.ahead.sent,
             calls_answered_ahead=proxy.ahead.answered,
-            round_trips=proxy.requests,
+            requests=proxy.requests,
+            round_trips=proxy.round_trips,
             sandbox_restarts=proxy.restarts,
             tier_tests=tests,
         )
-
-    def _selection(self) -> tuple:
-        """Which tests this grading runs: gradings that run the same ones make the same calls."""
-        return (self.request.mode, tuple(self.tests.records))
 
     def _submission_error(self) -> SubmissionError | None:
         proxy = self.sandbox.proxy

@@ -50,6 +50,10 @@ class GradingPlugin:
         """Skip the test (recorded as not run) once the grading is out of time."""
         return None if self.grading.begin(item.nodeid) else True
 
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        """The test ran, teardown included: the proxy learns where it ended."""
+        self.grading.end(nodeid)
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield

@@ -1,8 +1,9 @@
 """The sandboxed submission of one grading, as the `student` fixture gives it.
 
-It is opened on first use (a grading whose tests never call the student starts no worker),
-with the forecast of an earlier grading of the same tests; every call is counted, and the
-last call of the visible test now running is kept, so a failure can show its inputs.
+It is opened on first use (a grading whose tests never call the student starts no worker).
+Each test begins with its forecast (its calls the last time it passed, forecast.py) and ends
+giving its calls back; every call is counted, and the last call of the visible test now
+running is kept, so a failure can show its inputs.
 """
 
 from __future__ import annotations
@@ -32,21 +33,35 @@ class StudentSession:
         self._open_error: str | None = None
         self._watched: str | None = None  # the visible test running now
         self._last_call: dict[str, RecordedCall] = {}  # node id -> its last student call
+        self._forecast: Forecast | None = None  # the forecast of the test now running
 
     def watch(self, nodeid: str | None) -> None:
         """The test now running, if it is visible (a hidden one never shows its inputs)."""
         self._watched = nodeid
 
+    def begin_test(self, forecast: Forecast | None) -> None:
+        """A test starts, with its forecast (sent ahead now, or once the sandbox opens)."""
+        self._forecast = forecast
+        if self.proxy is not None:
+            self.proxy.begin_test(forecast)
+
+    def end_test(self) -> Forecast | None:
+        """The test ended: the calls it made (None: none, or its worker was restarted)."""
+        self._forecast = None
+        if self.proxy is None:
+            return None
+        return self.proxy.end_test() or None
+
     def last_call(self, nodeid: str) -> RecordedCall | None:
         return self._last_call.get(nodeid)
 
-    def student(self, request: GradingRequest, forecast: Forecast | None) -> RecordingStudent:
+    def student(self, request: GradingRequest) -> RecordingStudent:
         """The submission, opened on first use; GraderFault when the sandbox cannot start,
         SubmissionNotLoaded when the submission did not load."""
         if self._open_error is not None:
             raise GraderFault(self._open_error)
         if self.proxy is None:
-            self._open(request, forecast)
+            self._open(request, self._forecast)
         if self.proxy.load_error is not None:
             raise SubmissionNotLoaded(load_error_message(self.proxy.load_error))
         return self._student

@@ -23,6 +23,7 @@ from grader.sandbox.remote.autograd import (
 from grader.sandbox.remote.forecast import (
     AHEAD_BYTES,
     AHEAD_CALLS,
+    TOP_UP_BELOW,
     CallsAhead,
     Forecast,
     ForecastCall,

@@ -1,27 +1,34 @@
-"""Calls sent ahead: a grading's calls forecast the next grading's, so the worker starts early.
+"""Calls sent ahead: a test's calls in an earlier grading forecast its calls now.
 
-A judge grades the same tests, on the same inputs, again and again: only the submission
-changes. So the calls one grading made (function name, argument bytes, grad mode) forecast
-the calls of the next grading of the same tests. The proxy sends the forecast's next calls
-to the worker ahead of time, a few at once; when a test then makes a call, the proxy
-compares it byte for byte with the forecast's next one:
+A judge runs the same tests, on the same inputs, again and again: only the submission
+changes. So the calls one test made (function name, argument bytes, grad mode) the last time
+it passed forecast its calls the next time it runs. When a test starts, the proxy sends its
+forecast's first calls to the worker at once, in one write; when the test then makes a call,
+the proxy compares it byte for byte with the forecast's next one:
 
-    equal      the worker has run it already, or is running it: its reply is on the way
-    different  the forecast is dropped for the rest of the grading: the replies still
-               coming are read and thrown away (their graphs released), and every later
-               call is one round trip, as without a forecast
+    equal      the worker has run it already, or is running it: its reply is on the way;
+               the calls used up are topped up, again in one write
+    different  the rest of this test's forecast is dropped: the replies still coming are
+               read and thrown away (their graphs released), and the test's later calls are
+               one round trip each, as without a forecast
+
+A test that fails drops the rest of its own forecast the same way; the next test starts
+again from its forecast. So wrong code costs round trips only where it makes other calls,
+not for the rest of the grading after its first failed check.
 
 Only what a test really called ever reaches it: a reply is used for an equal call only, and
 the worker ran it on equal bytes. The worker itself is unchanged: it answers requests in
-order, as ever. What the student's code can notice is that, after a difference, its
-functions were called a few more times (at most AHEAD_CALLS) than the tests asked for.
+order, as ever. What the student's code can notice is that, after a difference or a failed
+check, its functions were called a few more times (at most AHEAD_CALLS) than the tests asked.
 
 The whole of it lives here: a call as a forecast sees it (`ForecastCall`: encoded once, its
 bytes are the key it is compared by, and sending it again adds only the request's envelope,
-`codec.with_fields`), one grading's calls sent ahead and its own calls recorded
-(`CallsAhead`, held by the proxy), and the forecasts a judge keeps (`Forecasts`): only from a
-grading that passed every test without a restart, and only for the same selection of tests
-(mode and tests), so a Run never receives a hidden test's inputs.
+`codec.with_fields`), one grading's calls sent ahead and the current test's own calls
+(`CallsAhead`, held by the proxy), and the forecasts a judge keeps (`Forecasts`), one per
+test and mode. A test's calls are kept after any grading in which that test passed, wrong
+submissions' passing tests included (a reply is only ever used for a byte-equal call, so a
+forecast can cost time, never a verdict). A forecast is only ever sent when its own test
+runs in the same mode, so a Run never receives a hidden test's inputs.
 """
 
 from __future__ import annotations
@@ -34,9 +41,10 @@ from dataclasses import dataclass
 from grader.sandbox.worker.codec import Encoded
 
 AHEAD_CALLS = 8  # calls sent before the test asks: enough to keep the worker busy
+TOP_UP_BELOW = AHEAD_CALLS // 2  # refill (in one write) once fewer calls than this are ahead
 AHEAD_BYTES = 64 << 10  # requests whose replies are unread: far below a socket's buffers,
 # so sending never waits for a worker that is itself waiting to send a reply
-FORECASTS_KEPT = 8  # selections of tests (mode, tests) whose last calls a judge remembers
+FORECASTS_KEPT = 4096  # tests (mode, node id) whose last passing calls a judge remembers
 
 
 @dataclass(frozen=True)
@@ -57,43 +65,57 @@ class ForecastCall:
         return Encoded([struct.pack(">I", size), view[:size], view[size:]], [], [])
 
 
-Forecast = tuple[ForecastCall, ...]  # the calls of an earlier grading, in order
+Forecast = tuple[ForecastCall, ...]  # the calls of one test in an earlier grading, in order
+Post = Callable[[list[ForecastCall]], list[tuple[int, int]] | None]
 
 
 class CallsAhead:
-    """One grading's side of a forecast: the calls sent ahead whose replies are not yet
-    taken, the counts, and this grading's own calls (the next grading's forecast)."""
+    """One grading's side of the forecasts: the current test's forecast, its calls sent
+    ahead whose replies are not yet taken, the counts, and the test's own calls."""
 
-    def __init__(self, forecast: Forecast | None) -> None:
-        self.forecast = forecast  # None once dropped: no more calls are sent ahead
+    def __init__(self, forecast: Forecast | None = None) -> None:
+        self.forecast = forecast  # the current test's; None once dropped
         self.next = 0  # the forecast call that the next call should equal
         self.pending: collections.deque[tuple[int, int]] = collections.deque()  # (seq, id)
-        self.sent = self.answered = 0
-        self.script: list[ForecastCall] = []
+        self.sent = self.answered = 0  # over the whole grading
+        self.script: list[ForecastCall] = []  # the current test's calls
 
-    def send(
-        self, post: Callable[[ForecastCall], tuple[int, int] | None], room: Callable[[int], bool]
-    ) -> None:
-        """Send the forecast's next calls through `post` ((seq, call id), None when the worker
-        cannot take it), up to AHEAD_CALLS not yet asked for, while `room(request bytes)`."""
-        while self.forecast is not None:
-            index = self.next + len(self.pending)
-            if index >= len(self.forecast) or len(self.pending) >= AHEAD_CALLS:
-                return
-            call = self.forecast[index]
-            if not room(len(call.key)):
-                return
-            sent = post(call)
-            if sent is None:  # a dead worker: the next request meets it and says so
-                self.forecast = None
-                return
-            self.pending.append(sent)
-            self.sent += 1
+    def begin(self, forecast: Forecast | None) -> None:
+        """A test starts with its forecast (None: none kept). The caller has dropped the
+        previous test's calls still ahead (`drop`)."""
+        self.forecast, self.next, self.script = forecast or None, 0, []
+
+    def send(self, post: Post, room: Callable[[int, bool], bool]) -> None:
+        """Send the forecast's next calls through `post`, all in one write ((seq, call id)
+        of each, or None when the worker cannot take them): once fewer than TOP_UP_BELOW are
+        ahead, up to AHEAD_CALLS not yet asked for, while `room(the batch's bytes, whether
+        it is one call)`."""
+        forecast = self.forecast
+        if forecast is None or len(self.pending) >= TOP_UP_BELOW:
+            return
+        batch: list[ForecastCall] = []
+        nbytes = 0
+        index = self.next + len(self.pending)
+        while index < len(forecast) and len(self.pending) + len(batch) < AHEAD_CALLS:
+            call = forecast[index]
+            if not room(nbytes + len(call.key), not batch):
+                break
+            batch.append(call)
+            nbytes += len(call.key)
+            index += 1
+        if not batch:
+            return
+        sent = post(batch)
+        if sent is None:  # a dead worker: the next request meets it and says so
+            self.forecast = None
+            return
+        self.pending.extend(sent)
+        self.sent += len(sent)
 
     def take(self, call: ForecastCall) -> tuple[int, int] | None:
         """(seq, call id) of the call sent ahead that equals `call`, or None: the caller
         then drops the forecast (`drop`) and sends the call itself. Either way it is
-        recorded in the script."""
+        recorded in the test's script."""
         forecast = self.forecast
         if forecast is not None and self.pending and forecast[self.next].key == call.key:
             self.script.append(forecast[self.next])  # the same bytes, kept once
@@ -104,7 +126,8 @@ class CallsAhead:
         return None
 
     def drop(self) -> list[tuple[int, int]]:
-        """No more calls ahead; the calls sent and not taken, whose replies are still due."""
+        """No more calls ahead in this test; the calls sent and not taken, whose replies
+        are still due."""
         pending = list(self.pending)
         self.forecast = None
         self.pending.clear()
@@ -112,20 +135,23 @@ class CallsAhead:
 
 
 class Forecasts:
-    """The forecasts one judge keeps for one exercise, by selection of tests."""
+    """The forecasts one judge keeps for one exercise: per test, the calls of the last
+    grading in which it passed. The key names the test and the mode it ran in."""
 
     def __init__(self) -> None:
         self._kept: dict[tuple, Forecast] = {}
 
-    def get(self, selection: tuple) -> Forecast | None:
-        return self._kept.get(selection)
+    def get(self, test: tuple) -> Forecast | None:
+        return self._kept.get(test)
 
-    def keep(self, selection: tuple, ahead: CallsAhead, clean: bool) -> None:
-        """After a grading that passed every test without a restart (`clean`), its calls
-        become the forecast of the next grading of the same tests (only passing gradings:
-        the inputs a test derives from the student's results are then the reference's)."""
-        if not clean or not ahead.script:
+    def keep(self, test: tuple, calls: Forecast) -> None:
+        """After a test passed (its calls made without a restart), its calls become its
+        forecast for the next grading that runs it in the same mode."""
+        if not calls:
             return
-        if selection not in self._kept and len(self._kept) >= FORECASTS_KEPT:
+        if test not in self._kept and len(self._kept) >= FORECASTS_KEPT:
             del self._kept[next(iter(self._kept))]
-        self._kept[selection] = tuple(ahead.script)
+        self._kept[test] = calls
+
+    def __len__(self) -> int:
+        return len(self._kept)

@@ -1,9 +1,12 @@
 """Requests to one sandboxed worker, pipelined: the base of the student proxy.
 
 Every request is numbered (`seq`) and carries the ids of the autograd graphs the judge has
-let go; several may be sent before their replies are read (the calls sent ahead, forecast.py),
-within AHEAD_BYTES of unread requests, and replies are read strictly in request order, each
-kept until its request asks for it. A failed send or receive means something for the
+let go; several may be sent before their replies are read (the calls sent ahead, forecast.py,
+several in one write), within AHEAD_BYTES of unread requests, and replies are read strictly
+in request order, each kept until its request asks for it. The replies to calls sent ahead
+and then not used are read with their tensors' bytes skipped, and their graphs released.
+A round trip is a request whose reply the judge then waits for (`round_trips`); a call
+answered from a reply already on its way is none. A failed send or receive means something for the
 student (a crash, a timeout, a worker that broke the protocol): `_wire_failure` says what,
 after the proxy has stopped the worker (`_lose_worker`, which the proxy defines).
 """
@@ -29,6 +32,7 @@ class Pipeline:
 
     def __init__(self) -> None:
         self.requests = 0  # requests sent to a worker, load and calls sent ahead included
+        self.round_trips = 0  # requests sent and then waited for: load, calls, backwards
         self._channel: Channel | None = None
         self._worker = None  # the WorkerHandle serving now
         self._generation, self._next_id, self._seq = 0, 0, 0
@@ -37,6 +41,7 @@ class Pipeline:
         self._unread: collections.deque[tuple[int, int]] = collections.deque()  # (seq, bytes)
         self._unread_bytes = 0
         self._stash: dict[int, tuple[dict, Frame]] = {}  # replies read before they were wanted
+        self._abandoned: list[tuple[int, int]] = []  # (seq, id) sent ahead, not to be used
 
     def _lose_worker(self, reason: str | None) -> str:
         raise NotImplementedError  # the proxy's
@@ -52,6 +57,7 @@ class Pipeline:
         """One request and its reply within `seconds`; student failures become StudentError."""
         frame_out = self._encode(msg, body)
         deadline = time.monotonic() + seconds
+        self.round_trips += 1
         self._send(msg["seq"], frame_out, what, seconds, deadline)
         return self._receive(msg["seq"], what, seconds, deadline)
 
@@ -80,10 +86,11 @@ class Pipeline:
             raise self._student_error(reply.get("error"))
         return reply, frame
 
-    def _read_reply(self, what: str, seconds: float, deadline: float) -> None:
-        """Read the reply to the oldest request not yet answered, into the stash."""
+    def _read_reply(self, what: str, seconds: float, deadline: float, skip: bool = False) -> None:
+        """Read the reply to the oldest request not yet answered, into the stash (`skip`:
+        a reply nobody uses, its tensors' bytes dropped unread)."""
         try:
-            frame = self._channel.recv(deadline)
+            frame = self._channel.recv(deadline, skip_payloads=skip)
         except WireError as exc:
             raise self._wire_failure(exc, what, seconds) from None
         reply = frame.value
@@ -139,36 +146,60 @@ class Pipeline:
     def _send_ahead(self) -> None:
         self.ahead.send(self._post_ahead, self._room_ahead)
 
-    def _room_ahead(self, nbytes: int) -> bool:
-        """A worker to send to, and room below AHEAD_BYTES of requests not yet answered."""
-        unread = self._unread and self._unread_bytes + nbytes > AHEAD_BYTES
-        return self._worker is not None and not unread
+    def _room_ahead(self, nbytes: int, alone: bool) -> bool:
+        """A worker to send to, and room below AHEAD_BYTES of requests not yet answered for
+        a batch of `nbytes` (one call, `alone`, may pass it when nothing else is unread: the
+        worker reads it whole before it answers). A batch over the bound could fill the
+        socket's buffers while the worker waits to send a reply: both would wait."""
+        fits = self._unread_bytes + nbytes <= AHEAD_BYTES or (alone and not self._unread)
+        return self._worker is not None and fits
 
-    def _post_ahead(self, call: ForecastCall) -> tuple[int, int] | None:
-        self._next_id += 1
-        msg = {"id": self._next_id}
-        frame = self._encode(msg, call.body())
+    def _post_ahead(self, calls: list[ForecastCall]) -> list[tuple[int, int]] | None:
+        """Send `calls` in one write; (seq, call id) of each, or None for a dead worker."""
+        sent, frames = [], []
+        for call in calls:
+            self._next_id += 1
+            msg = {"id": self._next_id}
+            frames.append(self._encode(msg, call.body()))
+            sent.append((msg["seq"], msg["id"]))
         try:  # it fits the socket's buffers: sending never waits for the worker
-            self._post(msg["seq"], frame, time.monotonic() + WAITS.send_ahead_s)
-        except WireError:
+            self._channel.send_frames(frames, time.monotonic() + WAITS.send_ahead_s)
+        except WireError:  # part of a frame may have left: this channel is out of step
+            self._lose_worker("did not take the calls sent ahead")
             return None
-        return msg["seq"], msg["id"]
+        for (seq, _), frame in zip(sent, frames, strict=True):
+            self.requests += 1
+            self._unread.append((seq, frame.nbytes))
+            self._unread_bytes += frame.nbytes
+        return sent
 
     def _drop_ahead(self) -> None:
-        """No more calls ahead: read the replies still coming, then release their graphs.
-        A worker slower than WAITS.forecast_drop_s is stopped; the next call starts another."""
-        pending, generation = self.ahead.drop(), self._generation
+        """No more calls ahead in this test: the calls sent and not used are abandoned; their
+        replies are read (`_settle`) before any other reply is waited for."""
+        self._abandoned.extend(self.ahead.drop())
+
+    def _settle(self) -> None:
+        """Read the replies to abandoned calls (their tensors skipped), then release their
+        graphs. A worker slower than WAITS.forecast_drop_s is stopped; the next call starts
+        another."""
+        if not self._abandoned:
+            return
+        abandoned, self._abandoned = self._abandoned, []
+        generation = self._generation
+        seqs = {seq for seq, _ in abandoned}
         deadline = time.monotonic() + WAITS.forecast_drop_s
         with contextlib.suppress(StudentError):  # the worker was stopped (_wire_failure)
-            for seq, call_id in pending:
+            for seq, call_id in abandoned:
                 while seq not in self._stash:
-                    self._read_reply("calls sent ahead", WAITS.forecast_drop_s, deadline)
+                    skip = bool(self._unread) and self._unread[0][0] in seqs
+                    self._read_reply("calls sent ahead", WAITS.forecast_drop_s, deadline, skip)
                 self._stash.pop(seq)
                 self._release(call_id, generation)
 
     def _forget_ahead(self) -> None:
         """The worker is gone, and with it every request not yet answered."""
         self.ahead.drop()
+        self._abandoned.clear()
         self._unread.clear()
         self._unread_bytes = 0
         self._stash.clear()

@@ -5,17 +5,24 @@
         loss.backward()               # the gradient of a sum came with the reply; any other
                                       # output gradient is asked of the worker
 
-Each call sends its arguments over the data-only wire, waits at most
-Limits.call_wall_seconds, and rebuilds the result here (see autograd.py). A call that
-times out or finds the worker dead raises StudentTimeout / StudentCrash, and the next call
-starts a fresh worker and loads the source again: one crash fails one test, not the report.
+Each call sends its arguments over the data-only wire, waits at most its wall-clock limit
+(Limits.call_limit_seconds: a few seconds, more for large inputs), and rebuilds the result
+here (see autograd.py). A call that times out or finds the worker dead raises
+StudentTimeout / StudentCrash, and the next call starts a fresh worker and loads the source
+again: one crash fails one test, not the report.
 
-A function that timed out gets Limits.retry_wall_seconds for its later calls; once it has
-timed out twice, its remaining calls in this grading fail at once ("not run"), so code that
-never returns is judged in seconds, not after every test has waited out its own limit.
+Hung code: once any call of the grading has timed out, every later call gets the shorter
+Limits.retry_wall_seconds as its base; a function that has timed out twice is not called
+again in this grading ("not run"), so code that never returns is judged in seconds, not
+after every test has waited out its own limit, and the other functions' tests still run.
 
-Requests are pipelined (pipeline.py): given a forecast, the calls of an earlier grading of
-the same tests, the proxy sends its next calls ahead (`.ahead`, forecast.py).
+The starter: a function whose first NOT_IMPLEMENTED_CALLS calls all raised the same
+NotImplementedError, and that never returned, is not called again: its later calls raise
+that same error at once in the judge (see `_unwritten`).
+
+Requests are pipelined (pipeline.py): the judge tells the proxy where each test starts
+(`begin_test`, with that test's forecast) and ends (`end_test`, which gives the test's calls
+back), and the proxy sends the test's forecast calls ahead (`.ahead`, forecast.py).
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from grader.sandbox.worker.wire import Channel
 
 MAX_RESTARTS = 20  # a submission that crashes on every call stops being restarted
 TIMEOUTS_BEFORE_NOT_RUN = 2  # a function that timed out this often is not called again
+NOT_IMPLEMENTED_CALLS = 3  # calls that all raised NotImplementedError: the function is a stub
 
 
 class StudentProxy(Pipeline):
@@ -71,6 +79,12 @@ class StudentProxy(Pipeline):
         self.isolation = ""
         self._pool = pool
         self._timeouts: dict[str, int] = {}  # function name -> timeouts in this grading
+        # function name -> (the NotImplementedError every call of it raised, how many calls);
+        # a function that returned once, or raised anything else, is in `_written` instead
+        self._stubbed: dict[str, tuple[StudentError, int]] = {}
+        self._written: set[str] = set()
+        self._losses = 0  # workers stopped or lost (a timeout, a crash, a broken protocol)
+        self._test_losses = 0  # ... when the current test began
         self._output = StudentOutput(self.limits.output_bytes)
         for name in self.functions:
             if name.startswith("_") or hasattr(type(self), name) or name in vars(self):
@@ -144,6 +158,7 @@ class StudentProxy(Pipeline):
         self._forget_ahead()
         if worker is None:
             return "no worker"
+        self._losses += 1
         if reason is None:
             deadline = time.monotonic() + WAITS.exit_after_eof_s
             while worker.alive() and time.monotonic() < deadline:
@@ -168,19 +183,42 @@ class StudentProxy(Pipeline):
         self._count_cpu()
         worker.end_soon("grading finished")
 
+    # -- tests -----------------------------------------------------------------------------
+
+    def begin_test(self, forecast: Forecast | None) -> None:
+        """A test starts: its forecast's first calls go to the worker now, in one write,
+        while the replies to the previous test's calls still ahead are read and dropped."""
+        self._drop_ahead()
+        self.ahead.begin(forecast)
+        self._test_losses = self._losses
+        if self._worker is not None and self.load_error is None:
+            self._send_ahead()
+        self._settle()
+
+    def end_test(self) -> Forecast | None:
+        """The test ended: its calls, in order (the next run's forecast, if it passed), or
+        None when a worker was lost during it. Its calls still ahead are abandoned."""
+        self._drop_ahead()
+        script, self.ahead.script = tuple(self.ahead.script), []
+        return script if self._losses == self._test_losses else None
+
     # -- calls -----------------------------------------------------------------------------
 
     def _timed(
-        self, name: str, what: str, msg: dict | None, seq: int = 0, body: Encoded | None = None
+        self,
+        name: str,
+        what: str,
+        msg: dict | None,
+        seq: int = 0,
+        body: Encoded | None = None,
+        elements: int = 0,
     ) -> tuple[dict, Frame]:
         """A request for function `name` (or, msg None, the reply to request `seq`, sent
-        ahead), within the wall clock the function has left (see above)."""
+        ahead) on inputs of `elements` elements, within the wall clock it gets (see above)."""
         timeouts = self._timeouts.get(name, 0)
         if timeouts >= TIMEOUTS_BEFORE_NOT_RUN:
             raise StudentTimeout(f"not run: {name} timed out earlier in this grading")
-        seconds = self.limits.call_wall_seconds
-        if timeouts:
-            seconds = min(seconds, self.limits.retry_wall_seconds)
+        seconds = self.limits.call_limit_seconds(elements, bool(self._timeouts))
         try:
             if msg is None:
                 return self._receive(seq, what, seconds, time.monotonic() + seconds)
@@ -192,30 +230,87 @@ class StudentProxy(Pipeline):
     def _call(self, name: str, args: tuple, kwargs: dict) -> object:
         if self.load_error is not None:
             raise StudentLoadError(self.load_error, filename=self.filename)
+        self._settle()
         body = {"op": Op.CALL, "name": name, "args": list(args), "kwargs": kwargs}
         body["grad"] = torch.is_grad_enabled()
         encoded = encode(body, self.limits.wire())  # a WireError is the calling test's bug
+        elements = sum(t.numel() for t in encoded.originals)
         ahead = self.ahead.take(ForecastCall.of(encoded))
-        if ahead is not None:
-            seq, call_id = ahead
-            reply, _ = self._timed(name, name, None, seq)
-            self._send_ahead()
-        else:
-            if self.ahead.forecast is not None:
-                self._drop_ahead()
-            if self._timeouts.get(name, 0) < TIMEOUTS_BEFORE_NOT_RUN:
-                self._ensure_worker()
-            self._next_id += 1
-            call_id = self._next_id
-            reply, _ = self._timed(name, name, {"id": call_id}, body=encoded)
-        return self._finish_call(name, call_id, reply, encoded.originals)
+        try:
+            if ahead is not None:
+                seq, call_id = ahead
+                reply, _ = self._timed(name, name, None, seq, elements=elements)
+                self._send_ahead()
+            else:
+                if self.ahead.forecast is not None:
+                    self._drop_ahead()
+                    self._settle()
+                stub = self._unwritten(name)
+                if stub is not None:
+                    raise stub
+                if self._timeouts.get(name, 0) < TIMEOUTS_BEFORE_NOT_RUN:
+                    self._ensure_worker()
+                self._next_id += 1
+                call_id = self._next_id
+                msg = {"id": call_id}
+                reply, _ = self._timed(name, name, msg, body=encoded, elements=elements)
+        except StudentError as error:
+            self._note_raised(name, error)
+            raise
+        self._written.add(name)
+        return self._finish_call(name, call_id, reply, encoded.originals, elements)
 
-    def _finish_call(self, name: str, call_id: int, reply: dict, originals: list) -> object:
+    def _note_raised(self, name: str, error: StudentError) -> None:
+        """Count a call of `name` that raised; only NotImplementedError, the same each time,
+        keeps it a stub (a grader-made copy of that error counts as one more such call)."""
+        if name in self._written:
+            return
+        same = (error.type_name, error.message, error.line)
+        found = self._stubbed.get(name)
+        if error.type_name != "NotImplementedError" or type(error) is not StudentError or (
+            found is not None and (found[0].type_name, found[0].message, found[0].line) != same
+        ):
+            self._written.add(name)  # raised something else: always called from now on
+            self._stubbed.pop(name, None)
+            return
+        self._stubbed[name] = (found[0] if found else error, (found[1] if found else 0) + 1)
+
+    def _unwritten(self, name: str) -> StudentError | None:
+        """The error to raise at once for a call of a function the submission has not
+        written: its first NOT_IMPLEMENTED_CALLS calls raised the same NotImplementedError and
+        none returned. A copy of that error, so the report groups it with them ("same
+        error").
+
+        Why this cannot fail a correct implementation: a correct implementation passes every
+        tier test, and no tier test passes on a NotImplementedError it did not ask for (a
+        test that expects an error checks its type, ValueError and the like). So a function
+        whose calls raised NotImplementedError has already failed tests, and the grading
+        fails whatever its later calls do; the only calls answered here are those of a
+        function that has never returned in this grading, with the very error it raised on
+        every call so far. A function that returned once, or raised anything else, is
+        always called."""
+        found = self._stubbed.get(name)
+        if found is None or found[1] < NOT_IMPLEMENTED_CALLS or name in self._written:
+            return None
+        first = found[0]
+        return StudentError(
+            first.type_name,
+            first.message,
+            student_traceback=first.student_traceback,
+            line=first.line,
+            filename=first.filename,
+        )
+
+    def _finish_call(
+        self, name: str, call_id: int, reply: dict, originals: list, elements: int
+    ) -> object:
         """The call's result for the judge: mutations mirrored, gradients wired."""
         generation = self._generation
         grad_inputs = [t for t in originals if t.requires_grad]
         early = self._early_vjp(reply)
-        vjp = functools.partial(self._backward, call_id, generation, grad_inputs, name, early)
+        vjp = functools.partial(
+            self._backward, call_id, generation, grad_inputs, name, early, elements
+        )
         release = functools.partial(self._release, call_id, generation)
         try:
             remote_autograd.mirror_mutations(reply.get("mutated"), originals)
@@ -233,18 +328,19 @@ class StudentProxy(Pipeline):
             return remote_autograd.EarlyVjp(reply["sum_grads"], None)
         return None
 
-    def _backward(self, call_id, generation, inputs, name, early, grad_outputs) -> list:
+    def _backward(self, call_id, generation, inputs, name, early, elements, grad_outputs) -> list:
         if early is not None and remote_autograd.all_ones(grad_outputs):
             if early.error is not None:
                 raise early.error
             grads = early.grads
         else:
+            self._settle()  # may stop a worker stuck in calls sent ahead
             if generation != self._generation or self._worker is None:
                 raise StudentCrash(
                     f"the worker that ran {name} has stopped since, so its graph is gone"
                 )
             msg = {"op": Op.BACKWARD, "id": call_id, "grad_outputs": grad_outputs}
-            reply, _ = self._timed(name, f"the backward of {name}", msg)
+            reply, _ = self._timed(name, f"the backward of {name}", msg, elements=elements)
             grads = reply.get("grads")
         try:
             return remote_autograd.check_grads(grads, inputs)

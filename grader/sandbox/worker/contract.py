@@ -29,6 +29,7 @@ INSIDE_UID = 65534  # "nobody": the uid a worker sees inside its user namespace
 WORKDIR = "/tmp/work"  # the worker's private, empty working directory
 SANDBOX_WORKER_DIR = "/sandbox/worker"  # where bwrap mounts this folder inside the sandbox
 ENV_PREFIX = "GSPO_GRADER_SANDBOX_"
+CALL_SECONDS_PER_ELEMENT = 0.001  # a call's wall clock grows with its inputs (Limits)
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -106,11 +107,19 @@ class Limits:
     Each field can be set as GSPO_GRADER_SANDBOX_<FIELD>; sizes accept K, M and G."""
 
     cpu_seconds: float = 30.0  # CPU time of the worker for a whole grading (RLIMIT_CPU)
-    call_wall_seconds: float = 10.0  # wall clock of one call (forward or backward)
-    # once a function timed out, its later calls get this much (at most call_wall_seconds); a
-    # second timeout ends the rest of its calls at once: code that never returns is judged in
-    # ~15 s, not after every test waited out its own limit
-    retry_wall_seconds: float = 2.0
+    # Wall clock of one call (forward or backward): call_wall_min_seconds plus 1 ms per
+    # element of its input tensors (CALL_SECONDS_PER_ELEMENT), at most call_wall_seconds.
+    # The tiers' calls take milliseconds; the slowest correct code known (Python loops over
+    # every token, with autograd) takes about 0.3 ms per element on a loaded 2-core machine,
+    # so every call keeps a margin of 3x or more, tiny ones of 100x or more. Loading the
+    # submission gets call_wall_seconds.
+    call_wall_seconds: float = 10.0
+    call_wall_min_seconds: float = 3.0
+    # once any call of the grading timed out, later calls get retry_wall_seconds in place of
+    # call_wall_min_seconds (plus the same 1 ms per element); a function's second timeout ends
+    # the rest of its calls at once: code that never returns is judged in ~3 to 6 s of waiting
+    # (one function or two), not after every test waited out its own limit
+    retry_wall_seconds: float = 1.0
     grading_wall_seconds: float = 60.0  # wall clock of a whole grading, load included
     memory_bytes: int = 2 * GIB  # address space (RLIMIT_AS); torch needs about 400 MiB
     processes: int | None = 64  # RLIMIT_NPROC; None: not set (the rlimits level, unprivileged)
@@ -158,6 +167,13 @@ class Limits:
         """Limits from a dict as `to_json` writes it; unknown keys are ignored."""
         known = {field.name for field in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})  # type: ignore[arg-type]
+
+    def call_limit_seconds(self, elements: int, after_timeout: bool) -> float:
+        """The wall clock a call whose input tensors hold `elements` elements gets (see
+        call_wall_seconds), rounded to 0.1 s; `after_timeout`: a call of this grading has
+        already run past its limit."""
+        base = self.retry_wall_seconds if after_timeout else self.call_wall_min_seconds
+        return min(self.call_wall_seconds, round(base + elements * CALL_SECONDS_PER_ELEMENT, 1))
 
     def as_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)

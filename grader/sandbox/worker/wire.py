@@ -37,6 +37,7 @@ class Channel:
         self._timeout: float | None = -1.0  # unknown until first set
         self._pending = bytearray()  # read ahead of the current frame; at most _READ_AHEAD
         self._scratch = bytearray(_READ_AHEAD)
+        self._discard = bytearray(_READ_AHEAD)  # where skipped payloads are read
 
     def _set_deadline(self, deadline: float | None) -> None:
         timeout = None if deadline is None else max(deadline - time.monotonic(), 1e-6)
@@ -60,6 +61,16 @@ class Channel:
             else:
                 for part in frame.parts:
                     self.sock.sendall(part)
+        except TimeoutError:
+            raise WireTimeout("deadline passed while sending") from None
+        except OSError as e:
+            raise WireClosed(f"channel closed while sending: {e}") from None
+
+    def send_frames(self, frames: list[Encoded], deadline: float | None = None) -> None:
+        """Send several small frames encoded beforehand in one write (calls sent ahead)."""
+        self._set_deadline(deadline)
+        try:
+            self.sock.sendall(b"".join(part for frame in frames for part in frame.parts))
         except TimeoutError:
             raise WireTimeout("deadline passed while sending") from None
         except OSError as e:
@@ -110,8 +121,19 @@ class Channel:
             return torch.frombuffer(buf, dtype=torch.uint8).ne(0).reshape(spec.shape)
         return torch.frombuffer(buf, dtype=spec.dtype).reshape(spec.shape)
 
-    def recv(self, deadline: float | None = None) -> Frame:
-        """Receive one frame; every cap is checked before the bytes it governs are read."""
+    def _skip_tensor(self, spec: TensorSpec, deadline: float | None) -> torch.Tensor:
+        left = spec.nbytes if spec.device != "meta" else 0
+        discard = memoryview(self._discard)
+        while left:
+            chunk = min(left, len(discard))
+            self._read_into(discard[:chunk], deadline)
+            left -= chunk
+        return torch.empty(spec.shape, dtype=spec.dtype, device="meta")
+
+    def recv(self, deadline: float | None = None, *, skip_payloads: bool = False) -> Frame:
+        """Receive one frame; every cap is checked before the bytes it governs are read.
+        `skip_payloads`: the tensors' bytes are read and dropped, and each tensor comes back
+        as a meta tensor of its shape and dtype (a reply nobody will use, read cheaply)."""
         head = bytearray(4)
         self._read_into(memoryview(head), deadline)
         (size,) = struct.unpack(">I", head)
@@ -120,5 +142,6 @@ class Channel:
         raw = bytearray(size)
         self._read_into(memoryview(raw), deadline)
         doc, specs = parse_header(bytes(raw), self.limits)
-        tensors = [self._read_tensor(spec, deadline) for spec in specs]
+        read = self._skip_tensor if skip_payloads else self._read_tensor
+        tensors = [read(spec, deadline) for spec in specs]
         return Frame(Decoder(tensors, self.limits).value(doc), tensors, specs)

@@ -1,8 +1,8 @@
 """Calls sent ahead from a forecast: the same answers as one round trip per call, sooner.
 
-Each test records the calls of one proxy (its `ahead.script`) and replays them as the forecast
-of a second proxy, as the judge does from one grading to the next. The submission counts
-its own calls, so a test sees exactly which calls the worker ran.
+Each test records the calls of one proxy's test (`end_test()`) and replays them as the
+forecast of a second proxy's test, as the judge does from one grading to the next. The
+submission counts its own calls, so a test sees exactly which calls the worker ran.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.sandbox import WAITS, Limits, WorkerPool
-from grader.sandbox.remote import AHEAD_CALLS, open_student
+from grader.sandbox import WAITS, Limits, StudentTimeout, WorkerPool
+from grader.sandbox.remote import AHEAD_CALLS, TOP_UP_BELOW, open_student
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("time_guard")]
 GUARD_S = 90  # per test: two worker starts on a busy machine, and a drop's wait
@@ -71,11 +71,12 @@ def losses(student, seeds) -> list[tuple[torch.Tensor, torch.Tensor]]:
 
 
 def recorded(pool, calls, source: str = SOURCE) -> object:
-    """The forecast that a first proxy's calls make."""
+    """The forecast that a first proxy's calls make, in one test."""
     with open_student(source, functions=FUNCTIONS, pool=pool) as first:
+        first.begin_test(None)
         calls(first)
         assert first.ahead.sent == 0  # no forecast, nothing ahead
-        return tuple(first.ahead.script)
+        return first.end_test()
 
 
 def test_calls_equal_to_the_forecast_are_answered_ahead_with_the_same_results(pool):
@@ -113,16 +114,74 @@ def test_a_call_that_differs_drops_the_forecast_and_gets_its_own_answer(pool):
         assert ahead.restarts == 0
 
 
-def test_at_most_AHEAD_CALLS_are_sent_before_they_are_asked_for(pool):
+def test_calls_go_ahead_in_batches_of_at_most_AHEAD_CALLS(pool):
     xs = [torch.full((2,), float(k)) for k in range(3 * AHEAD_CALLS)]
     forecast = recorded(pool, lambda s: [s.count(x) for x in xs])
     with open_student(SOURCE, functions=FUNCTIONS, pool=pool, forecast=forecast) as ahead:
-        ahead.count(xs[0])
-        assert ahead.ahead.sent == AHEAD_CALLS + 1  # the one answered, then topped up
+        assert ahead.ahead.sent == AHEAD_CALLS  # the first batch, sent once loaded
+        used = AHEAD_CALLS - TOP_UP_BELOW
+        for x in xs[:used]:
+            ahead.count(x)
+        assert ahead.ahead.sent == AHEAD_CALLS  # enough still ahead: nothing sent
+        ahead.count(xs[used])  # fewer than TOP_UP_BELOW left: topped up to AHEAD_CALLS
+        assert ahead.ahead.sent == used + 1 + AHEAD_CALLS
+        assert ahead.round_trips == 1  # the load; every call was answered ahead
         ahead.scaled(torch.ones(2), 1.0)  # differs: AHEAD_CALLS dropped
-        assert int(ahead.count(xs[1])[0]) == 1 + AHEAD_CALLS + 1
+        assert int(ahead.count(xs[used + 1])[0]) == used + 1 + AHEAD_CALLS + 1
+        assert ahead.round_trips == 3
 
 
+def test_a_divergence_drops_only_its_own_tests_rest(pool):
+    first = [torch.full((2,), float(k)) for k in range(4)]
+    second = [torch.full((2,), 10.0 + k) for k in range(4)]
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as teacher:
+        plans = []
+        for xs in (first, second):
+            teacher.begin_test(None)
+            for x in xs:
+                teacher.count(x)
+            plans.append(teacher.end_test())
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as ahead:
+        ahead.begin_test(plans[0])
+        assert int(ahead.count(first[0])[0]) == 1
+        ahead.scaled(torch.ones(2), 3.0)  # the test diverges: its 3 other calls dropped
+        assert ahead.end_test() is not None
+        calls_before = ahead.requests
+        ahead.begin_test(plans[1])  # the next test starts from its own forecast
+        assert ahead.requests == calls_before + len(second)  # all in flight at once
+        counts = [int(ahead.count(x)[0]) for x in second]
+        assert counts == [1 + 3 + k for k in range(1, 5)]  # after the 3 dropped, run anyway
+        assert ahead.ahead.answered == 1 + len(second)
+        assert ahead.round_trips == 2  # the load and the call that diverged
+        assert ahead.end_test() == plans[1]  # the calls made, the next run's forecast
+        assert ahead.restarts == 0
+
+
+def test_a_test_whose_worker_restarted_gives_no_forecast(pool):
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as proxy:
+        proxy.begin_test(None)
+        proxy.count(torch.ones(2))
+        with pytest.raises(StudentTimeout):
+            proxy.scaled(torch.full((2,), 99.0), 1.0)  # never returns: the worker is stopped
+        assert proxy.end_test() is None
+        proxy.begin_test(None)
+        assert int(proxy.count(torch.ones(2))[0]) == 1  # a fresh worker
+        assert len(proxy.end_test()) == 1
+
+
+def test_a_tests_forecast_reaches_the_worker_only_when_that_test_begins(pool):
+    """The rule that keeps hidden tests' inputs out of a Run: a forecast is sent at its own
+    test's start, never before, so a grading that does not run the test never receives it."""
+    visible = [torch.full((2,), float(k)) for k in range(3)]
+    plan = recorded(pool, lambda s: [s.count(x) for x in visible])
+    secret = recorded(pool, lambda s: [s.count(torch.full((2,), 77.0)) for _ in range(5)])
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as proxy:
+        proxy.begin_test(plan)
+        assert [int(proxy.count(x)[0]) for x in visible] == [1, 2, 3]
+        assert proxy.end_test() == plan
+        assert proxy.requests == 1 + len(visible)  # the load and this test's calls, no more
+        proxy.begin_test(secret)
+        assert proxy.requests == 1 + len(visible) + len(secret)
 def test_a_dropped_call_that_never_returns_costs_one_short_wait(pool):
     # recorded from another submission (the judge keeps forecasts across students)
     safe = SOURCE.replace("== 99.0", "== -1.0")
@@ -137,3 +196,17 @@ def test_a_dropped_call_that_never_returns_costs_one_short_wait(pool):
         assert ahead.restarts == 1  # the stuck worker was stopped, a fresh one answered
         assert ahead.ahead.answered == 1
     assert waited >= WAITS.forecast_drop_s
+
+
+def test_calls_larger_than_the_unread_bound_go_ahead_one_at_a_time(pool):
+    """Large calls: a batch never passes AHEAD_BYTES (but one call alone may), so the judge
+    never waits to send while the worker waits to send a reply."""
+    xs = [torch.full((40_000,), float(k)) for k in range(6)]  # 160 kB each
+    forecast = recorded(pool, lambda s: [s.scaled(x, 2.0) for x in xs])
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as ahead:
+        ahead.begin_test(forecast)
+        assert ahead.requests == 1 + 1  # the load, and one call alone
+        for x in xs:
+            assert torch.equal(ahead.scaled(x, 2.0), x * 2)
+        assert ahead.ahead.answered == len(xs) and ahead.restarts == 0
+        assert ahead.end_test() == forecast

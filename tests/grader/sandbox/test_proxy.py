@@ -315,7 +315,8 @@ def test_timeout_kills_the_worker_and_the_next_call_recovers(student):
     loss = student.gspo_loss(lp, old, adv, mask)  # its graph lives in the worker about to die
     with pytest.raises(StudentTimeout) as info:
         student.spin()
-    assert info.value.kind == "timeout" and "4 s" in str(info.value)
+    first_limit = LIMITS.call_limit_seconds(0, after_timeout=False)  # spin() has no tensors
+    assert info.value.kind == "timeout" and f"within {first_limit:g} s" in str(info.value)
     with pytest.raises(StudentCrash, match="graph is gone"):
         loss.backward(torch.tensor(2.0))  # not the gradient that came with the call
     assert torch.equal(student.ratio_and_loss(lp, old, adv, mask)[1], loss.detach())
@@ -360,3 +361,76 @@ def test_frames_written_by_student_code_are_a_crash(student, valid):
     with pytest.raises(StudentCrash, match=expected):
         student.forge(valid)
     assert student.shout(1) == 1 and student.restarts == restarts + 1
+
+
+def test_once_any_function_timed_out_every_call_gets_the_short_limit():
+    """Two functions that never return: the first waits the grading's first limit, every
+    later call retry_wall_seconds; each stops being run after its second timeout."""
+    source = SOURCE + "\n\ndef spin_too():\n    while True:\n        pass\n"
+    limits = LIMITS.replace(call_wall_seconds=10, call_wall_min_seconds=2, retry_wall_seconds=1)
+    with open_student(source, functions=(*FUNCTIONS, "spin_too"), limits=limits) as proxy:
+        errors = []
+        for function in (proxy.spin, proxy.spin_too, proxy.spin, proxy.spin_too):
+            with pytest.raises(StudentTimeout) as info:
+                function()
+            errors.append(str(info.value))
+        assert "within 2 s" in errors[0] and "within 1 s" in errors[1], errors
+        assert "within 1 s" in errors[2] and "within 1 s" in errors[3], errors
+        with pytest.raises(StudentTimeout, match="not run: spin_too timed out earlier"):
+            proxy.spin_too()
+        assert proxy.shout(4) == 4  # the rest of the grading goes on
+
+
+def test_a_calls_limit_grows_with_its_inputs():
+    limits = Limits(call_wall_seconds=10, call_wall_min_seconds=3, retry_wall_seconds=1)
+    assert limits.call_limit_seconds(60, after_timeout=False) == 3.1
+    assert limits.call_limit_seconds(6144, after_timeout=False) == 9.1
+    assert limits.call_limit_seconds(6144, after_timeout=True) == 7.1
+    assert limits.call_limit_seconds(10**6, after_timeout=False) == 10
+
+
+STUB = """
+def unwritten(x):
+    raise NotImplementedError("unwritten is not written yet")
+
+
+def half_written(x):
+    if x < 0:
+        raise NotImplementedError("negative x is not handled yet")
+    return x
+
+
+def mixed(x):
+    if x == 0:
+        raise ValueError("zero")
+    raise NotImplementedError("mixed is not written yet")
+"""
+
+
+def test_a_function_that_only_raised_not_implemented_is_answered_in_the_judge():
+    functions = ("unwritten", "half_written", "mixed")
+    with open_student(STUB, functions=functions, limits=LIMITS) as proxy:
+        errors = []
+        for _ in range(5):
+            with pytest.raises(StudentError) as info:
+                proxy.unwritten(1)
+            errors.append(info.value)
+        # the first 3 went to the worker, the rest were answered here, with the same error
+        assert proxy.round_trips == 1 + 3
+        assert {(e.type_name, e.message, e.line) for e in errors} == {
+            ("NotImplementedError", "unwritten is not written yet", 3)
+        }
+        assert len({e.student_traceback for e in errors}) == 1
+        # a function that returned once is always called
+        assert proxy.half_written(1) == 1
+        for _ in range(4):
+            with pytest.raises(StudentError, match="negative x"):
+                proxy.half_written(-1)
+        assert proxy.round_trips == 1 + 3 + 5
+        # one that raised anything else too
+        with pytest.raises(StudentError, match="zero"):
+            proxy.mixed(0)
+        for _ in range(4):
+            with pytest.raises(StudentError, match="mixed is not written"):
+                proxy.mixed(1)
+        assert proxy.round_trips == 1 + 3 + 5 + 5

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from grader.exercise import Exercise
-from grader.judge.engine import plugin
+from grader.judge.engine import plugin, protocol
 from grader.judge.engine.grading_run import GradingRun
 from grader.judge.engine.plugin import GradingPlugin
 from grader.judge.engine.pytest_private import configure, prepare_config, unconfigure
@@ -46,6 +46,7 @@ _UNUSED_PLUGINS = (
     "subtests",
     "faulthandler",
     "debugging",
+    "terminal",  # its output went to /dev/null: per test, a location, a status, a write
 )
 
 
@@ -60,9 +61,6 @@ def pytest_args(exercise: Exercise) -> list[str]:
         str(exercise.tiers_dir),
         f"--config-file={os.devnull}",
         "--strict-markers",  # a mistyped @pytest.mark.hiden breaks the suite, not the secret
-        "-q",
-        "--no-header",
-        "--tb=no",
         "--capture=no",  # the tier tests print nothing worth keeping; capture costs per phase
         f"--rootdir={exercise.root}",
         # the grader's own modules are imported before the session, so pytest cannot
@@ -91,7 +89,7 @@ class PreparedRun:
         prepared = cls(runtime, grading)
         began = time.process_time()
         try:
-            plugins = [plugin, GradingPlugin(grading), runtime.tier_code]
+            plugins = [plugin, protocol, GradingPlugin(grading), runtime.tier_code]
             prepared.config = prepare_config(pytest_args(runtime.exercise), plugins)
             prepared.session = pytest.Session.from_config(prepared.config)
             configure(prepared.config)

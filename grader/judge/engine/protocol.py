@@ -14,9 +14,10 @@ calls logstart and logfinish only when some conftest.py implements them.
 
 This module is also a plugin: its `pytest_runtest_makereport` stands in for the runner's and
 builds the TestReport without formatting anything. A failure's `longrepr` is the exception's
-one-line summary (`excinfo.exconly()`, "Failed: <the check's message>" for grader.checks);
-a skip keeps pytest's own report (its (path, line, reason) tuple). Wrappers of the hook
-(skipping's xfail handling, the GradingPlugin's verdicts) see the report as before.
+one-line summary (`excinfo.exconly()`, "Failed: <the check's message>" for grader.checks),
+its location is read from the node id (no line number); a skip keeps pytest's own report
+(its (path, line, reason) tuple). Wrappers of the hook (skipping's xfail handling, the
+GradingPlugin's verdicts) see the report as before.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytes
     outcome, longrepr = ("passed", None) if excinfo is None else ("failed", excinfo.exconly())
     return pytest.TestReport(
         item.nodeid,
-        item.location,
-        dict.fromkeys(item.keywords, 1),
+        _location(item),
+        _keywords(item),
         outcome,
         longrepr,
         call.when,
@@ -56,6 +57,25 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytes
         call.stop,
         user_properties=item.user_properties,
     )
+
+
+_KEYWORDS = pytest.StashKey[dict]()
+
+
+def _keywords(item: pytest.Item) -> dict:
+    """The test's keywords as a report holds them, gathered once for its three phases."""
+    keywords = item.stash.get(_KEYWORDS, None)
+    if keywords is None:
+        keywords = item.stash[_KEYWORDS] = dict.fromkeys(item.keywords, 1)
+    return keywords
+
+
+def _location(item: pytest.Item) -> tuple[str, None, str]:
+    """(path, line, domain) read from the node id, without the line: pytest's own finds the
+    function's code and makes its file relative to the invocation folder, for output nobody
+    reads here. A conftest hook that asks `item.location` still gets pytest's."""
+    path, _, domain = item.nodeid.partition("::")
+    return path, None, domain.replace("::", ".")
 
 
 def _skipped(error: BaseException) -> bool:

@@ -36,6 +36,7 @@ from grader.sandbox import Limits
 _UNUSED_PLUGINS = (
     "cacheprovider",
     "unraisableexception",  # its end-of-session gc.collect() over torch's heap: ~1 s
+    "threadexception",  # a hook around every phase for threads the tier tests never start
     "logging",  # per-test log capture: ~70 ms a grading
     "doctest",
     "stepwise",

@@ -144,8 +144,8 @@ class PreparedRun:
         imported for the first time stay."""
         saved_modules, saved_path = self._saved
         tiers_dir = self.runtime.exercise.tiers_dir
-        for name, module in list(sys.modules.items()):
-            location = getattr(module, "__file__", None)
-            if name not in saved_modules and location and Path(location).is_relative_to(tiers_dir):
+        for name in sys.modules.keys() - saved_modules.keys():  # new since the session began
+            location = getattr(sys.modules[name], "__file__", None)
+            if location and Path(location).is_relative_to(tiers_dir):
                 del sys.modules[name]
         sys.path[:] = saved_path

@@ -88,7 +88,7 @@ def spread(values: list[float]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="*", type=Path, help="submissions (default: see above)")
-    parser.add_argument("--baseline", type=Path, required=True, help="the other tree's root")
+    parser.add_argument("--baseline", type=Path, help="the other tree's root (required)")
     parser.add_argument("--rounds", type=int, default=5, help="gradings of each file per tree")
     parser.add_argument("--exercise", default=None, help="the exercise id (default: the root's)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
@@ -96,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve:
         serve()
         return 0
+    if args.baseline is None:
+        parser.error("--baseline is required: the root of the tree to compare with")
     files = args.files or DEFAULT_FILES
     sources = {path: path.read_text(encoding="utf-8") for path in files}
     trees = {"baseline": Tree(args.baseline.resolve()), "this tree": Tree(ROOT)}
@@ -119,9 +121,10 @@ def main(argv: list[str] | None = None) -> int:
             judge = [run["judge_cpu_s"] for run in runs]
             medians[name] = statistics.median(judge)
             scores = sorted({run["score"] for run in runs})
-            print(f"  {str(label):48s} {name:9s} judge {spread(judge)}  worker "
-                  f"{spread([run['worker_cpu_s'] for run in runs])}  round trips "
-                  f"{runs[-1]['round_trips']}  score {', '.join(f'{s:g}' for s in scores)}")  # fmt: skip
+            worker = spread([run["worker_cpu_s"] for run in runs])
+            shown = ", ".join(f"{score:g}" for score in scores)
+            print(f"  {label!s:48s} {name:9s} judge {spread(judge)}  worker {worker}  "
+                  f"round trips {runs[-1]['round_trips']}  score {shown}")  # fmt: skip
         ratio = medians["this tree"] / medians["baseline"] if medians["baseline"] else float("nan")
         print(f"  {'':48s} judge CPU ratio (this tree / baseline): {ratio:.2f}")
     return 0

@@ -19,7 +19,6 @@ from types import ModuleType
 import pytest
 
 from grader.judge.engine.grading_run import GradingRun
-from grader.judge.engine.protocol import run_test
 from grader.judge.engine.recording import RecordingStudent
 from grader.judge.engine.reference_memo import RememberedReference
 from grader.judge.engine.verdicts import TestVerdict, judge_exception
@@ -47,12 +46,9 @@ class GradingPlugin:
             self.grading.tests.problems.append(f"{report.nodeid}: {str(report.longrepr)[-600:]}")
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool:
-        """Run the test (protocol.py), or once the grading is out of time, record it as not
-        run."""
-        if self.grading.begin(item.nodeid):
-            run_test(item, nextitem)
-        return True
+    def pytest_runtest_protocol(self, item: pytest.Item) -> bool | None:
+        """Skip the test (recorded as not run) once the grading is out of time."""
+        return None if self.grading.begin(item.nodeid) else True
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):

@@ -7,17 +7,21 @@ its source read, the fixture values repr'd: tensors included) in `report.longrep
 reads neither: a verdict comes from the exception itself (verdicts.py), and the terminal
 reporter is not loaded (pytest_session.py).
 
-`run_test` runs setup, call and teardown through pytest's own runner (pytest_private.py:
-the same hooks in the same order, so fixtures of every scope, yield fixtures and their
-finalizers, skip/xfail marks and conftest.py hooks behave exactly as under `pytest`), and
-calls logstart and logfinish only when some conftest.py implements them.
+Its `pytest_runtest_protocol` runs setup, call and teardown through pytest's own runner
+(pytest_private.py: the same hooks in the same order, so fixtures of every scope, yield
+fixtures and their finalizers, skip/xfail marks and conftest.py hooks behave exactly as under
+`pytest`), and calls logstart and logfinish only when some conftest.py implements them.
 
-This module is also a plugin: its `pytest_runtest_makereport` stands in for the runner's and
-builds the TestReport without formatting anything. A failure's `longrepr` is the exception's
-one-line summary (`excinfo.exconly()`, "Failed: <the check's message>" for grader.checks),
-its location is read from the node id (no line number); a skip keeps pytest's own report
-(its (path, line, reason) tuple). Wrappers of the hook (skipping's xfail handling, the
-GradingPlugin's verdicts) see the report as before.
+Its `pytest_runtest_makereport` stands in for the runner's and builds the TestReport without
+formatting anything. A failure's `longrepr` is the exception's one-line summary
+(`excinfo.exconly()`, "Failed: <the check's message>" for grader.checks), its location is
+read from the node id (no line number); a skip keeps pytest's own report (its (path, line,
+reason) tuple). Wrappers of the hook (skipping's xfail handling, the GradingPlugin's
+verdicts) see the report as before.
+
+Both hooks stand in for the runner's because this module is registered after it (plain
+hooks run last registered first); a conftest.py's own, registered later still, runs before
+them, as under `pytest`.
 """
 
 from __future__ import annotations
@@ -27,15 +31,15 @@ import pytest
 from grader.judge.engine.pytest_private import report_sections, run_phases
 
 
-def run_test(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """One test's setup, call and teardown, as pytest_runtest_protocol runs them."""
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
+    """One test's setup, call and teardown, as the runner's pytest_runtest_protocol runs them."""
     hook = item.ihook
-    logged = bool(hook.pytest_runtest_logstart.get_hookimpls())
-    if logged:
+    if hook.pytest_runtest_logstart.get_hookimpls():  # a conftest.py's: pytest's has none here
         hook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
     run_phases(item, nextitem)
     if hook.pytest_runtest_logfinish.get_hookimpls():
         hook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
 
 
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:

@@ -25,7 +25,7 @@ visibility = "visible"
 order = 0
 """
 
-CONFTEST = '''
+CONFTEST = """
 from pathlib import Path
 
 import pytest
@@ -42,6 +42,14 @@ def pytest_configure(config):  # for plain pytest; the judge declares its marker
     config.addinivalue_line("markers", "tier(id): a tier")
 
 
+def pytest_runtest_logstart(nodeid):
+    note(f"start {nodeid.split('::')[-1]}")
+
+
+def pytest_runtest_logreport(report):
+    note(f"report {report.nodeid.split('::')[-1]} {report.when} {report.outcome}")
+
+
 @pytest.fixture(scope="session")
 def session_thing():
     note("session up")
@@ -54,9 +62,9 @@ def every_test(request):
     note(f"auto up {request.node.name}")
     yield
     note(f"auto down {request.node.name}")
-'''
+"""
 
-SUITE = '''
+SUITE = """
 import warnings
 
 import pytest
@@ -165,7 +173,7 @@ class TestAClass:
     @pytest.mark.usefixtures("module_thing")
     def test_in_a_class(self):
         note("test in a class")
-'''
+"""
 
 EXPECTED = {  # test id -> (outcome, message or a part of it)
     "test_semantics.py::test_fixtures_of_every_scope": ("passed", ""),
@@ -225,7 +233,8 @@ def test_outcomes_and_messages_are_pytests(exercise):
 
 
 def test_fixtures_set_up_and_tear_down_as_under_plain_pytest(exercise):
-    """Every setup, finalizer and teardown, in order, is the one `python -m pytest` gives."""
+    """Every setup, finalizer and teardown, in order, is the one `python -m pytest` gives, and
+    so is every report a conftest.py hook receives."""
     report = []
     judged = events_of(lambda: report.append(graded(exercise)), exercise)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -236,5 +245,7 @@ def test_fixtures_set_up_and_tear_down_as_under_plain_pytest(exercise):
         subprocess.run(command, cwd=exercise, env=env, capture_output=True, timeout=300)
 
     assert judged == events_of(plain, exercise)
-    assert judged[0] == "session up" and judged[-1] == "session down"
+    fixtures = [event for event in judged if not event.startswith(("start ", "report "))]
+    assert fixtures[0] == "session up" and fixtures[-1] == "session down"
     assert "finalizer down" in judged and "ran before a broken teardown" in judged
+    assert "report test_teardown_error teardown failed" in judged

@@ -3,6 +3,7 @@
 judge.py           Judge: one request -> (Report, GradingStats); inventory(exercise)
 pytest_session.py  PreparedRun: a grading as one pytest session, collected ahead
 pytest_private.py  every private pytest name the judge uses, in one place
+protocol.py        each test's phases through pytest's runner, reports built without formatting
 runtime.py         what a judge keeps of one exercise between gradings
 grading_run.py     GradingRun: one grading's clock and its Report
 ledger.py          the tier tests of one grading: bound, selected, judged, scored

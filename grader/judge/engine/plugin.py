@@ -50,10 +50,6 @@ class GradingPlugin:
         """Skip the test (recorded as not run) once the grading is out of time."""
         return None if self.grading.begin(item.nodeid) else True
 
-    def pytest_runtest_logfinish(self, nodeid: str) -> None:
-        """The test ran, teardown included: the proxy learns where it ended."""
-        self.grading.end(nodeid)
-
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
@@ -65,6 +61,8 @@ class GradingPlugin:
             verdict = judge_exception(call.excinfo.value, call.when)
         duration = call.duration if call.when == "call" else 0.0
         self.grading.verdict(item.nodeid, verdict, duration)
+        if call.when == "teardown":  # the test ran, teardown included: the proxy learns it ended
+            self.grading.end(item.nodeid)
         return report
 
 

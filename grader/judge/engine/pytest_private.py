@@ -2,9 +2,10 @@
 
 Driving a grading's session in two steps (pytest_session.py) needs pytest's machinery below
 `pytest.main`; serving the tier modules' compiled code (tiercode.py) needs its assertion
-rewriter. pytest's version is pinned in pyproject.toml; tests/grader/judge/
-test_pytest_internals.py fails, naming the one that changed, when an upgrade moves or
-reshapes any of them.
+rewriter; the judge's lean test protocol (protocol.py) needs the runner's own per-test
+protocol and the report sections a test added. pytest's version is pinned in pyproject.toml;
+tests/grader/judge/test_pytest_internals.py fails, naming the one that changed, when an
+upgrade moves or reshapes any of them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 from _pytest.assertion.rewrite import AssertionRewritingHook, rewrite_asserts
 from _pytest.config import _prepareconfig
+from _pytest.runner import runtestprotocol
 
 PRIVATE_NAMES = (  # what test_pytest_internals.py checks, in one place
     "_pytest.config._prepareconfig",
@@ -24,6 +26,8 @@ PRIVATE_NAMES = (  # what test_pytest_internals.py checks, in one place
     "_pytest.config.Config._ensure_unconfigure",
     "_pytest.assertion.rewrite.rewrite_asserts",
     "_pytest.assertion.rewrite.AssertionRewritingHook",
+    "_pytest.runner.runtestprotocol",
+    "_pytest.nodes.Item._report_sections",
 )
 
 
@@ -54,3 +58,15 @@ def rewritten(tree: ast.Module, source: bytes, path: Path, hook: Any) -> ast.Mod
     """`tree` with its asserts rewritten exactly as pytest's hook rewrites a test module's."""
     rewrite_asserts(tree, source, str(path), hook.config)
     return tree
+
+
+def run_phases(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Setup, call and teardown of one test, each reported (pytest_runtest_makereport and
+    pytest_runtest_logreport), exactly as pytest's own pytest_runtest_protocol runs them,
+    without its logstart and logfinish."""
+    runtestprotocol(item, log=True, nextitem=nextitem)
+
+
+def report_sections(item: pytest.Item) -> list[tuple[str, str, str]]:
+    """What a test added to its report (`item.add_report_section`): (when, key, content)."""
+    return item._report_sections

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from grader.exercise import Exercise
-from grader.judge.engine import plugin
+from grader.judge.engine import plugin, protocol
 from grader.judge.engine.grading_run import GradingRun
 from grader.judge.engine.plugin import GradingPlugin
 from grader.judge.engine.pytest_private import configure, prepare_config, unconfigure
@@ -36,6 +36,7 @@ from grader.sandbox import Limits
 _UNUSED_PLUGINS = (
     "cacheprovider",
     "unraisableexception",  # its end-of-session gc.collect() over torch's heap: ~1 s
+    "threadexception",  # a hook around every phase for threads the tier tests never start
     "logging",  # per-test log capture: ~70 ms a grading
     "doctest",
     "stepwise",
@@ -46,6 +47,7 @@ _UNUSED_PLUGINS = (
     "subtests",
     "faulthandler",
     "debugging",
+    "terminal",  # its output went to /dev/null: per test, a location, a status, a write
 )
 
 
@@ -60,9 +62,6 @@ def pytest_args(exercise: Exercise) -> list[str]:
         str(exercise.tiers_dir),
         f"--config-file={os.devnull}",
         "--strict-markers",  # a mistyped @pytest.mark.hiden breaks the suite, not the secret
-        "-q",
-        "--no-header",
-        "--tb=no",
         "--capture=no",  # the tier tests print nothing worth keeping; capture costs per phase
         f"--rootdir={exercise.root}",
         # the grader's own modules are imported before the session, so pytest cannot
@@ -91,7 +90,7 @@ class PreparedRun:
         prepared = cls(runtime, grading)
         began = time.process_time()
         try:
-            plugins = [plugin, GradingPlugin(grading), runtime.tier_code]
+            plugins = [plugin, protocol, GradingPlugin(grading), runtime.tier_code]
             prepared.config = prepare_config(pytest_args(runtime.exercise), plugins)
             prepared.session = pytest.Session.from_config(prepared.config)
             configure(prepared.config)
@@ -145,8 +144,8 @@ class PreparedRun:
         imported for the first time stay."""
         saved_modules, saved_path = self._saved
         tiers_dir = self.runtime.exercise.tiers_dir
-        for name, module in list(sys.modules.items()):
-            location = getattr(module, "__file__", None)
-            if name not in saved_modules and location and Path(location).is_relative_to(tiers_dir):
+        for name in sys.modules.keys() - saved_modules.keys():  # new since the session began
+            location = getattr(sys.modules[name], "__file__", None)
+            if location and Path(location).is_relative_to(tiers_dir):
                 del sys.modules[name]
         sys.path[:] = saved_path

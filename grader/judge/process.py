@@ -23,6 +23,7 @@ from multiprocessing.connection import Connection
 from grader.exercise import catalog
 from grader.judge.link import GradingRequest, LinkClosed, receive, send
 from grader.sandbox import WAITS, Limits, WorkerPool
+from grader.sandbox.worker.confine import session_follows_niceness
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -40,6 +41,7 @@ def run_judge(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     if args.nice:  # first, on the one thread: every later thread and child inherits it
         os.nice(args.nice)
+    session_follows_niceness()  # the Grader started this judge in a session of its own
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the engine names its one plugin
     link = Connection(args.fd)
     _quiet_stdout()

@@ -1,6 +1,7 @@
 """`Grader(nice=N)`: its judge processes, and the sandboxed workers they start, run N steps
 of CPU niceness below the process that made the Grader (a grading node's judges for
-regrade work, grader/node/lanes.py); nice=0 leaves them where it is."""
+regrade work, grader/node/lanes.py), and so do their sessions where the kernel shares CPU
+between sessions first (sched autogroup); nice=0 leaves them where it is."""
 
 from __future__ import annotations
 
@@ -38,13 +39,29 @@ def niceness(pid: int) -> int | None:
         return None
 
 
-def judge_processes(pids: list[int]) -> list[int]:
-    def cmdline(pid: int) -> bytes:
-        try:
-            return Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            return b""
+def autogroups() -> bool:
+    """Whether this kernel shares CPU between sessions first (sched autogroup)."""
+    try:
+        return Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1"
+    except OSError:
+        return False
 
+
+def autogroup_nice(pid: int) -> int | None:
+    try:  # "/autogroup-42 nice 7"
+        return int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def judge_processes(pids: list[int]) -> list[int]:
     return [pid for pid in pids if b"grader.judge.process" in cmdline(pid)]
 
 
@@ -63,6 +80,10 @@ def test_the_judges_and_their_workers_run_at_the_graders_niceness(nice):
         assert below, "the judge keeps a sandboxed worker started ahead"
         levels = {niceness(p) for p in [judge, *below]} - {None}
         assert levels == {min(19, ours + nice)}
+        if autogroups() and nice:  # each session (judge, zygote, worker) at it too; the
+            working = [p for p in [judge, *below] if b"bwrap" not in cmdline(p)]  # bwrap waits
+            groups = {autogroup_nice(p) for p in working} - {None}
+            assert groups == {min(19, ours + nice)}
 
 
 def test_a_niceness_outside_0_to_19_is_refused():

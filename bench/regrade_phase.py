@@ -63,7 +63,7 @@ def run_distributed(n: int, stored: int, repeats: int, judges: int, pause: float
     from pathlib import Path
 
     import distributed
-    from bench_service import REFERENCE, bench_warm, percentile
+    from bench_service import REFERENCE, percentile
     from class_seed import report_of, seed  # the tests' helper (distributed put it on the path)
     from postgres_server import PostgresServer, find_bindir
 
@@ -94,14 +94,14 @@ def run_distributed(n: int, stored: int, repeats: int, judges: int, pause: float
                 seconds = cluster.add_worker(settings)
                 nodes[name] = cluster.workers[-1]
                 print(f"  grading node '{name}' ({judges} judges) warm after {seconds:.0f} s")
-                bench_warm(cluster.port, 5, code, None, pause)  # its first gradings, and
+                _live(cluster.port, 5, code, pause)  # its first gradings, and
                 time.sleep(10)  # the reference previews it draws at its start, not measured
                 nodes[name].process.send_signal(signal.SIGSTOP)
             for round_ in range(1, repeats + 1):
                 for name, node in nodes.items():
                     node.process.send_signal(signal.SIGCONT)
                     try:
-                        quiet, busy, done = _blocks(cluster, store, n, code, pause, bench_warm)
+                        quiet, busy, done = _blocks(cluster, store, n, code, pause)
                     finally:
                         _settle(store)
                         node.process.send_signal(signal.SIGSTOP)
@@ -129,12 +129,33 @@ def run_distributed(n: int, stored: int, repeats: int, judges: int, pause: float
             server.destroy()
 
 
-def _blocks(cluster, store, n: int, code: str, pause: float, bench_warm):
+def _live(port: int, n: int, code: str, pause: float) -> list[float]:
+    """`n` paced Submits of `code` by a new student (after 3 not counted), each `pause`
+    seconds after the previous answer: their answer times. RuntimeError unless every one
+    was answered 200 with a passing report (a refused Submit is fast, and no measure)."""
+    import secrets
+
+    from bench_service import Client, correct
+
+    client = Client(port, f"bench-live-{secrets.token_hex(4)}", code)
+    times = []
+    for i in range(n + 3):
+        time.sleep(pause)
+        client.reconnect()
+        seconds, status, parsed = client.submit()
+        if status != 200 or not correct(parsed, None):
+            raise RuntimeError(f"a live Submit was answered {status}, not a passing verdict")
+        if i >= 3:
+            times.append(seconds)
+    return times
+
+
+def _blocks(cluster, store, n: int, code: str, pause: float):
     """One configuration's quiet block, then its busy block: the answer times of each and
     how many regradings were graded during the busy one."""
     from bench_service import request
 
-    quiet, *_ = bench_warm(cluster.port, n, code, None, pause)
+    quiet = _live(cluster.port, n, code, pause)
     auth = {"Authorization": f"Bearer {TOKEN}"}
     status, data = request(
         cluster.port, "POST", "/api/instructor/regrades", {"exercise": "gspo"}, auth
@@ -142,7 +163,7 @@ def _blocks(cluster, store, n: int, code: str, pause: float, bench_warm):
     if status != 200:
         raise RuntimeError(f"the regrade could not start: {status} {data[:200]!r}")
     preview_id = json.loads(data)["preview_id"]
-    busy, *_ = bench_warm(cluster.port, n, code, None, pause)
+    busy = _live(cluster.port, n, code, pause)
     regrade = store.regrade(preview_id)
     done = sum(store.grading(i.new_grading_id).status == "done" for i in regrade.items)
     return quiet, busy, done

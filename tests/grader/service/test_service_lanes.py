@@ -11,9 +11,10 @@ import pytest
 from service_fakes import FakeDrawer, FakeGrader
 from service_kit import wait_until
 
+from grader.exercise import catalog, exercise_version
 from grader.node import GradingNode, Metrics, lanes_of, pool_sizes
 from grader.service import regrade
-from grader.store import Admission, GradingResult, Submission, open_store
+from grader.store import Admission, GradingResult, Submission, open_store, preview_key
 
 pytestmark = pytest.mark.service
 
@@ -101,6 +102,8 @@ def test_a_live_grading_is_claimed_at_once_while_the_shared_judge_regrades(store
         assert live.calls == [("# code 9", "submit")]  # a reserved loop took none of them
         assert len(shared.calls) == len(regradings)
         assert all(store.grading(g).status == "done" for g in regradings)
+        previews = [preview_key(e.id, exercise_version(e)) for e in catalog().values()]
+        wait_until(lambda: all(map(store.has_plots, previews)), 300)  # then nothing is left
     finally:
         shared.grade_gate.set()
         node.close()

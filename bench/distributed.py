@@ -59,12 +59,13 @@ def wait_http(port: int, path: str, want: str = "", timeout: float = 600) -> Non
 
 
 class Deployment:
-    def __init__(self, folder: Path, url: str, judges: int):
+    def __init__(self, folder: Path, url: str, judges: int, env: dict[str, str] | None = None):
         self.folder, self.judges, self.workers = folder, judges, []
         self.env = {
             **os.environ,
             "GSPO_GRADER_DATABASE_URL": url,
             "GSPO_GRADER_LOG_LEVEL": "warning",
+            **(env or {}),
         }
         self.env |= {"GSPO_GRADER_VERDICT_WAIT_SECONDS": "300", "GSPO_GRADER_MAX_QUEUE": "64"}
         done = subprocess.run([bench.PY, "-m", "grader", "db", "upgrade"], env=self.env,
@@ -75,11 +76,15 @@ class Deployment:
         self.api = Node(["serve", "--port", str(self.port)], self.env, folder / "api.log")
         wait_http(self.port, "/api/exercise")
 
-    def add_worker(self) -> float:
+    def add_worker(self, env: dict[str, str] | None = None) -> float:
+        """Start a grading node (its settings: the deployment's, then `env`) and wait until
+        its judges are warm; the seconds that took. Its metrics port: `node.metrics_port`."""
         start, metrics = time.perf_counter(), bench.free_port()
         args = ["worker", "--concurrency", str(self.judges), "--metrics-port", str(metrics)]
         log = self.folder / f"worker-{len(self.workers)}.log"
-        self.workers.append(Node(args, self.env, log))
+        node = Node(args, {**self.env, **(env or {})}, log)
+        node.metrics_port = metrics
+        self.workers.append(node)
         wait_http(metrics, "/metrics", "gspo_grader_ready 1")
         return time.perf_counter() - start
 

@@ -35,6 +35,10 @@ class Settings(BaseSettings):
     web_dir: Path | None = None  # default: web/dist beside the grader package
     pool_size: int = Field(2, ge=1, le=64)  # judge processes (each keeps a sandbox worker ready)
     max_concurrent: int = Field(2, ge=1, le=64)  # gradings in flight
+    # of a node's judges, this many take live work only, never a regrading (node/lanes.py);
+    # at most all but one: a node of one judge reserves none
+    live_judges: int = Field(1, ge=0, le=64)
+    regrade_nice: int = Field(10, ge=0, le=19)  # CPU niceness of the judges that may regrade
     max_queue: int = Field(16, ge=0, le=10_000)  # gradings waiting for a slot
     max_per_student: int = Field(1, ge=1, le=64)  # a student's Submits admitted at once
     names_per_hour: int = Field(20, ge=1, le=100_000)  # new student names per address

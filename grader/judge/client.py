@@ -35,7 +35,13 @@ class JudgeClient:
     """One judge process and the link to it."""
 
     def __init__(
-        self, limits: Limits | None, *, warm: bool, one_shot: bool, spare_workers: int
+        self,
+        limits: Limits | None,
+        *,
+        warm: bool,
+        one_shot: bool,
+        spare_workers: int,
+        nice: int = 0,
     ) -> None:
         self.gradings = 0
         self.grading_wall_seconds = (limits or Limits()).grading_wall_seconds
@@ -44,6 +50,7 @@ class JudgeClient:
         argv += ["--limits", limits.to_json()] if limits is not None else []
         argv += ["--warm"] if warm else []
         argv += ["--one-shot"] if one_shot else ["--spare-workers", str(spare_workers)]
+        argv += ["--nice", str(nice)] if nice else []
         self.process = subprocess.Popen(
             argv,
             pass_fds=(theirs.fileno(),),

@@ -8,6 +8,8 @@ A Grader keeps `pool_size` judge processes (client.py); each has imported torch,
 the tier suites once, graded every exercise's reference once to warm every code path, and
 keeps a sandboxed worker started ahead. A grading then costs only its tests. A judge is
 recycled after `recycle_after` gradings to bound any slow leak, and replaced when it dies.
+`nice` (0-19, added to this process's niceness) lowers the CPU priority of every judge process
+and of the sandboxed workers it starts (a grading node's judges for regrade work: node/lanes.py).
 
 Edits take effect: a grading whose exercise's version (exercise_version) differs from the one
 the judges loaded restarts them all and waits for one that loaded the new version; gradings
@@ -55,14 +57,18 @@ class Grader:
         one_shot: bool = False,
         spare_workers: int = 1,
         on_stats: Callable[[Report, GradingStats], None] | None = None,
+        nice: int = 0,
     ):
         if pool_size < 1:
             raise ValueError(f"pool_size must be at least 1; got {pool_size}")
+        if not 0 <= nice <= 19:
+            raise ValueError(f"nice must be from 0 to 19; got {nice}")
         self.pool_size = pool_size
         self.limits = limits  # None: the judges read GSPO_GRADER_SANDBOX_* themselves
         self.recycle_after = recycle_after
         self.on_stats = on_stats  # called after each grading a judge ran (stats.py)
         self._judge_options = {"warm": warm, "one_shot": one_shot, "spare_workers": spare_workers}
+        self._judge_options["nice"] = nice  # each judge, and the workers it starts, run at it
         self._idle: queue.Queue[JudgeClient | JudgeFailed] = queue.Queue()
         self._lock = threading.Lock()
         self._judges: set[JudgeClient] = set()

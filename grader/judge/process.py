@@ -1,4 +1,5 @@
-"""A judge process: `python -m grader.judge.process --fd N [--limits JSON] [--warm] [--one-shot]`.
+"""A judge process: `python -m grader.judge.process --fd N [--limits JSON] [--warm] [--one-shot]
+[--nice N]`.
 
 A plain loop: receive a request, grade it, send the report, then collect the next pytest
 session while nobody waits (see engine/; the messages are in link.py). With --warm it
@@ -22,6 +23,7 @@ from multiprocessing.connection import Connection
 from grader.exercise import catalog
 from grader.judge.link import GradingRequest, LinkClosed, receive, send
 from grader.sandbox import WAITS, Limits, WorkerPool
+from grader.sandbox.worker.confine import session_follows_niceness
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -31,11 +33,15 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--warm", action="store_true", help="grade each reference once first")
     parser.add_argument("--one-shot", action="store_true", help="one worker, no replacement")
     parser.add_argument("--spare-workers", type=int, default=1, help="workers kept started")
+    parser.add_argument("--nice", type=int, default=0, help="added to the CPU niceness")
     return parser.parse_args(argv)
 
 
 def run_judge(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    if args.nice:  # first, on the one thread: every later thread and child inherits it
+        os.nice(args.nice)
+    session_follows_niceness()  # the Grader started this judge in a session of its own
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the engine names its one plugin
     link = Connection(args.fd)
     _quiet_stdout()
@@ -59,7 +65,7 @@ def run_judge(argv: list[str] | None = None) -> int:
         send(link, {**ready, "grading_wall_seconds": limits.grading_wall_seconds})
         _serve(link, judge)
     except LinkClosed:
-        pass
+        os.nice(args.nice)
     finally:
         judge.close()
         pool.close()

@@ -9,11 +9,12 @@ framework, so a grading node loads none.
 """
 
 from grader.node.drawing import PlotError, draw_pngs
+from grader.node.lanes import Lanes, lanes_of, pool_sizes
 from grader.node.metrics import Metrics, outcome_label
 from grader.node.metrics_server import MetricsServer
 from grader.node.runner import MAX_ATTEMPTS, GradingNode, recover_lost, ungradable_report
 from grader.node.start import (
-    build_grader,
+    build_graders,
     check_database,
     check_exercises,
     check_sandbox,

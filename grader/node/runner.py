@@ -6,6 +6,9 @@ warm Grader, and write their reports; the embedded service runs one in its own p
     node.start()       # heartbeat and claim loops on threads; node.wake() after queueing
     node.close()
 
+Of its claim loops, `live_judges` (at most all but one) take live work only, and the others
+grade on `shared_grader` when given (judges at a lower CPU priority): lanes.py.
+
 A grading is at-least-once: `claim` counts the attempt. A grader fault (a report with
 `grader_error`, or the grader raising) is never the student's: the grading is queued
 again, and after MAX_ATTEMPTS it is finished *ungradable* (no score). `recover_lost` is the
@@ -22,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from grader.exercise import catalog, exercise_version
 from grader.node.drawing import draw_pngs, reference_preview
+from grader.node.lanes import lanes_of
 from grader.node.metrics import Metrics, outcome_label
 from grader.report import Report
 from grader.store import GradingResult, Job, Store, ago, artifacts_key, preview_key
@@ -103,10 +107,14 @@ class GradingNode:
         stalled_s: float = 10.0,
         on_finished: Callable[[str], None] = lambda grading_id: None,
         draw: Callable = draw_pngs,
+        live_judges: int = 1,
+        shared_grader=None,
     ):
         self.store, self.grader, self.metrics = store, grader, metrics
+        self.shared_grader = shared_grader if shared_grader is not None else grader
         self.name = name
         self.concurrency = concurrency
+        self.lanes = lanes_of(concurrency, live_judges, 0)
         self.heartbeat_s, self.stalled_s = heartbeat_s, stalled_s
         self.on_finished = on_finished
         self.draw = draw
@@ -123,7 +131,9 @@ class GradingNode:
     def start(self) -> None:
         self.store.beat(self.name)
         loops = [("heartbeat", self._heartbeat)]
-        loops += [(f"grading-{i}", self._claim_loop) for i in range(self.concurrency)]
+        for i, live_only in enumerate(self.lanes.loops):
+            lane = "live" if live_only else "shared"
+            loops.append((f"grading-{i}-{lane}", lambda live=live_only: self._claim_loop(live)))
         for name, target in loops:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
@@ -156,11 +166,14 @@ class GradingNode:
             except Exception:
                 log.warning("heartbeat failed; trying again", exc_info=True)
 
-    def _claim_loop(self) -> None:
+    def _claim_loop(self, live_only: bool) -> None:
+        """Claim and grade until closed: live work only (a reserved loop), or any work,
+        graded on the shared grader (lanes.py)."""
+        grader = self.grader if live_only else self.shared_grader
         while not self._stop.is_set():
             try:
                 with self._claims:
-                    job = self.store.claim(self.name)
+                    job = self.store.claim(self.name, live_only=live_only)
                     if job is not None:
                         self._running.add(job.grading_id)
             except Exception:
@@ -174,7 +187,7 @@ class GradingNode:
                 continue
             self.in_flight += 1
             try:
-                self.run(job)
+                self.run(job, grader)
             except Exception:  # the database went away: the heartbeat's rule requeues it
                 log.exception("grading %s failed outside the grader", job.grading_id)
             finally:
@@ -182,11 +195,12 @@ class GradingNode:
                 with self._claims:
                     self._running.discard(job.grading_id)
 
-    def run(self, job: Job) -> None:
-        """Grade a claimed grading and write its report (or queue it again after a fault)."""
+    def run(self, job: Job, grader=None) -> None:
+        """Grade a claimed grading (on `grader`, else the node's) and write its report (or
+        queue it again after a fault)."""
         start = time.perf_counter()
         version = version_of(job.exercise)
-        report = self._grade(job)
+        report = self._grade(job, grader or self.grader)
         seconds = time.perf_counter() - start
         if report.grader_error is not None and job.attempts < MAX_ATTEMPTS:
             log.warning("grader fault on %s (attempt %d): %s", job.grading_id, job.attempts,
@@ -202,10 +216,10 @@ class GradingNode:
             self._plots.submit(self._draw_plots, job.exercise, report)
             self._previews.submit(self._draw_preview, job.exercise, version)  # an edited exercise
 
-    def _grade(self, job: Job) -> Report:
+    def _grade(self, job: Job, grader) -> Report:
         name = job.submission_id if job.kind == "submit" else None
         try:
-            return self.grader.grade(job.code, mode=job.kind, exercise=job.exercise, name=name)
+            return grader.grade(job.code, mode=job.kind, exercise=job.exercise, name=name)
         except Exception as error:  # the grader promises never to raise; if it does, it is ours
             log.exception("the grader raised on %s", job.grading_id)
             return ungradable_report(job.kind, job.exercise, f"{type(error).__name__}: {error}")

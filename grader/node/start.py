@@ -21,6 +21,7 @@ import threading
 
 from grader.exercise import catalog
 from grader.node.drawing import warm_plots
+from grader.node.lanes import lanes_of, pool_sizes
 from grader.node.metrics import Metrics
 from grader.node.metrics_server import MetricsServer
 from grader.node.runner import GradingNode
@@ -67,13 +68,20 @@ def configure_logging(settings: Settings) -> None:
     )
 
 
-def build_grader(settings: Settings, metrics: Metrics, pool_size: int | None = None):
-    """The real, warm grader: pre-started judge processes, each with a sandbox worker ready;
-    each grading's counters go to `metrics`."""
+def build_graders(settings: Settings, metrics: Metrics, concurrency: int, pool_size: int):
+    """The real, warm graders of a node of `concurrency` claim loops and `pool_size` judges:
+    pre-started judge processes, each with a sandbox worker ready; each grading's counters
+    go to `metrics`. (live, shared): `shared` grades the claim loops that may take regrade
+    work, its judges at `settings.regrade_nice`; None when every loop grades on `live`
+    (lanes.py)."""
     from grader.judge import Grader
 
-    size = pool_size or settings.pool_size
-    return Grader(size, limits=settings.sandbox_limits(), on_stats=metrics.observe_stats)
+    lanes = lanes_of(concurrency, settings.live_judges, settings.regrade_nice)
+    live_size, shared_size = pool_sizes(lanes, pool_size)
+    options = {"limits": settings.sandbox_limits(), "on_stats": metrics.observe_stats}
+    live = Grader(live_size, **options)
+    shared = Grader(shared_size, nice=lanes.nice, **options) if shared_size else None
+    return live, shared
 
 
 def node_name() -> str:
@@ -98,17 +106,24 @@ def start_node(concurrency: int | None = None, metrics_port: int | None = None) 
     concurrency = concurrency or settings.pool_size
     store = open_store(settings.resolved_database_url)
     metrics = Metrics()
-    grader = build_grader(settings, metrics, concurrency)
+    grader, shared = build_graders(settings, metrics, concurrency, concurrency)
+    graders = [g for g in (grader, shared) if g is not None]
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    grader.start()
-    if not grader.wait_ready(600.0):
-        raise RuntimeError(f"the judges did not start: {grader.start_error}")
+    for each in graders:
+        each.start()
+    for each in graders:
+        if not each.wait_ready(600.0):
+            raise RuntimeError(f"the judges did not start: {each.start_error}")
     warm_plots(catalog().values())
     node = GradingNode(store, grader, metrics, node_name(), concurrency,
-                       settings.heartbeat_seconds, settings.stalled_seconds)  # fmt: skip
+                       settings.heartbeat_seconds, settings.stalled_seconds,
+                       live_judges=settings.live_judges, shared_grader=shared)  # fmt: skip
     listener = Listener(settings.resolved_database_url, WORK_CHANNEL, lambda _: node.wake())
+
+    def warm() -> bool:
+        return all(g.ready for g in graders)
 
     def exposition() -> str:
         try:
@@ -119,24 +134,26 @@ def start_node(concurrency: int | None = None, metrics_port: int | None = None) 
             "gspo_grader_queue_depth": ("Gradings waiting in the whole cluster.", waiting),
             "gspo_grader_in_flight": ("Gradings running on this node now.", node.in_flight),
             "gspo_grader_pool_size": ("Warm judge processes on this node.", concurrency),
-            "gspo_grader_ready": ("1 once the judges are warm.", int(bool(grader.ready))),
+            "gspo_grader_ready": ("1 once the judges are warm.", int(warm())),
         }
         return metrics.render(gauges)
 
     def healthy() -> bool:
-        stats = grader.stats()
-        return stats["ready"] + stats["busy"] > 0
+        return sum(g.stats()["ready"] + g.stats()["busy"] for g in graders) > 0
 
     server = MetricsServer(settings.metrics_port, exposition, healthy=healthy)
     server.start()
     listener.start()
     node.start()
-    log.info("grading node %s started with %d judges", node.name, concurrency)
+    log.info("grading node %s started with %d judges (%d for live work only; the others at "
+             "niceness %d)", node.name, concurrency, node.lanes.live_only,
+             settings.regrade_nice if shared else 0)  # fmt: skip
     try:
         stop.wait()
     finally:
         node.close()
         listener.close()
         server.stop()
-        grader.close()
+        for each in graders:
+            each.close()
         store.close()

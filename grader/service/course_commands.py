@@ -139,7 +139,9 @@ def _text(result: dict) -> str:
     for t in result.get("tests", []):
         lines.append(f"  test {t['test']}: {t['flipped']} verdicts flipped")
     if result.get("state") == "preview":
-        lines.append(f"apply with: gspo-grader regrade --apply {result['preview_id']}")
+        course = "" if result["course"] == DEFAULT_COURSE else f" --course {result['course']}"
+        command = f"gspo-grader regrade {result['exercise']}{course} --apply {result['preview_id']}"
+        lines.append(f"apply with: {command}")
     return "\n".join(lines)
 
 

@@ -20,7 +20,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 from grader.mistakes import Signatures, cold_grade_all
-from grader.node import GradingNode, Metrics, build_grader, node_name, recover_lost
+from grader.node import GradingNode, Metrics, build_graders, node_name, recover_lost
 from grader.settings import Settings
 from grader.store import VERDICT_CHANNEL, Admission, Store, open_store
 from grader.store.listener import Listener
@@ -55,6 +55,7 @@ class ServiceState:
         self.admission = admission_of(settings)
         self.start_error: str | None = None
         self.grader = None
+        self.shared_grader = None  # the judges that may take regrade work (node/lanes.py)
         self.owns_grader = False
         self.node: GradingNode | None = None
         self.listener: Listener | None = None
@@ -71,11 +72,16 @@ class ServiceState:
             self.listener = Listener(url, VERDICT_CHANNEL, self.finished)
             return
         self.owns_grader = grader is None
-        self.grader = grader if grader is not None else build_grader(settings, self.metrics)
+        if grader is None:
+            sizes = (settings.max_concurrent, settings.pool_size)
+            grader, self.shared_grader = build_graders(settings, self.metrics, *sizes)
+        self.grader = grader
         recover_lost(self.store, 0.0)  # gradings of an earlier run of this process
         self.node = GradingNode(self.store, self.grader, self.metrics, node_name(),
                                 settings.max_concurrent, settings.heartbeat_seconds,
-                                settings.stalled_seconds, on_finished=self.finished)  # fmt: skip
+                                settings.stalled_seconds, on_finished=self.finished,
+                                live_judges=settings.live_judges,
+                                shared_grader=self.shared_grader)  # fmt: skip
         self._warmup = threading.Thread(target=self._start_grader, name="grader-warmup")
         self._warmup.start()
 
@@ -96,14 +102,17 @@ class ServiceState:
         node). It then stays True: a judge being recycled briefly lowers the grader's own
         `ready`, but the others keep grading, so the service should not refuse work."""
         if not self._warmed and self.start_error is None:
-            self._warmed = bool(getattr(self.grader, "ready", False))
+            self._warmed = all(getattr(g, "ready", False) for g in self._graders())
         return self._warmed
 
     def pool_size(self) -> int:
         try:
-            return int(self.grader.stats().get("pool_size", self.settings.pool_size))
+            return sum(int(g.stats()["pool_size"]) for g in self._graders())
         except Exception:
             return self.settings.pool_size
+
+    def _graders(self) -> list:
+        return [g for g in (self.grader, self.shared_grader) if g is not None]
 
     def queued(self) -> None:
         """A grading was queued: the embedded node looks at once (nodes of the cluster are
@@ -157,7 +166,8 @@ class ServiceState:
         if self.listener is not None:
             await asyncio.to_thread(self.listener.close)
         if self.owns_grader:
-            self.grader.close()
+            for grader in self._graders():
+                grader.close()
         self.store.close()
         grader = "grader" if self.owns_grader else "(no grader of its own)"
         log.info("service closed: grading node, %s and store", grader)
@@ -174,9 +184,11 @@ class ServiceState:
         return grading is not None and grading.status in ("done", "ungradable")
 
     def _start_grader(self) -> None:
-        if not getattr(self.grader, "ready", False):
+        for grader in self._graders():
+            if getattr(grader, "ready", False):
+                continue
             try:
-                self.grader.start()
+                grader.start()
             except Exception as exc:
                 log.exception("the grader failed to start")
                 self.start_error = f"{type(exc).__name__}: {exc}"

@@ -1,12 +1,14 @@
 """The grading row is the job: what grading nodes do to it, in single statements.
 
     job = jobs.claim("node-a")             # the oldest queued grading, now grading on node-a
+    job = jobs.claim("node-a", live_only=True)   # the oldest live one (never a regrading)
     jobs.finish(job.grading_id, verdict)   # written once: False if it was finished before
     jobs.requeue(job.grading_id)           # back to queued, for another attempt
     jobs.beat("node-a")                    # the node's heartbeat
     jobs.lost(cutoff)                      # gradings on nodes silent since `cutoff`
 
-A claim is one UPDATE of the oldest queued row (PostgreSQL picks it with FOR UPDATE SKIP
+A claim is one UPDATE of the oldest queued row, live work (priority 0) before regradings
+(priority 1), or of live work only (PostgreSQL picks it with FOR UPDATE SKIP
 LOCKED, so two nodes never wait for each other; SQLite's writers are serialised by BEGIN
 IMMEDIATE) that counts the attempt and names the node. On PostgreSQL a queued grading
 NOTIFYs WORK_CHANNEL and a finished one VERDICT_CHANNEL (payload: its id), so nodes and
@@ -25,6 +27,7 @@ from sqlalchemy import Connection, Engine, and_, func, insert, or_, select, upda
 from grader.store.records import GradingRecord, GradingResult, now
 from grader.store.schema import IN_FLIGHT, gradings, nodes, submissions, test_verdicts
 
+LIVE, REGRADE = 0, 1  # a grading's priority: a Submit or Run someone waits for; a regrading
 WORK_CHANNEL = "gspo_grader_work"  # NOTIFY: a grading was queued
 VERDICT_CHANNEL = "gspo_grader_verdicts"  # NOTIFY payload: the grading id, once finished
 
@@ -40,7 +43,7 @@ def verdict_rows(grading_id: str, report_json: str) -> list[dict]:
     ]
 
 
-def queued_grading(grading_id: str, submission_id: str, priority: int = 0, current=True) -> dict:
+def queued_grading(grading_id: str, submission_id: str, priority: int = LIVE, current=True) -> dict:
     return {
         "grading_id": grading_id,
         "submission_id": submission_id,
@@ -59,7 +62,7 @@ def queue_regradings(c: Connection, pairs, current: bool = False) -> None:
         if current:
             mine = gradings.c.submission_id == submission_id
             c.execute(update(gradings).where(mine).values(current=False))
-        row = queued_grading(grading_id, submission_id, priority=1, current=current)
+        row = queued_grading(grading_id, submission_id, priority=REGRADE, current=current)
         c.execute(insert(gradings).values(**row))
 
 
@@ -73,6 +76,7 @@ class Job:
     exercise: str
     code: str
     attempts: int  # this one included
+    priority: int = LIVE  # LIVE, or REGRADE (a regrading: no one waits for it)
 
 
 class Jobs:
@@ -80,11 +84,15 @@ class Jobs:
         self.engine = engine
         self.postgres = engine.dialect.name == "postgresql"
 
-    def claim(self, node: str) -> Job | None:
-        """Take the oldest queued grading (live work before regrades), or None."""
+    def claim(self, node: str, live_only: bool = False) -> Job | None:
+        """Take the oldest queued grading (live work before regrades), or None; `live_only`:
+        the oldest live one, never a regrading (a node's reserved judges, node/lanes.py)."""
+        wanted = [gradings.c.status == "queued"]
+        if live_only:
+            wanted.append(gradings.c.priority == LIVE)
         oldest = (
             select(gradings.c.grading_id)
-            .where(gradings.c.status == "queued")
+            .where(*wanted)
             .order_by(gradings.c.priority, gradings.c.queued_at)
             .limit(1)
             .with_for_update(skip_locked=True)
@@ -94,7 +102,12 @@ class Jobs:
             update(gradings)
             .where(gradings.c.grading_id == oldest, gradings.c.status == "queued")
             .values(status="grading", node=node, attempts=gradings.c.attempts + 1, started_at=now())
-            .returning(gradings.c.grading_id, gradings.c.submission_id, gradings.c.attempts)
+            .returning(
+                gradings.c.grading_id,
+                gradings.c.submission_id,
+                gradings.c.attempts,
+                gradings.c.priority,
+            )
         )
         s = submissions.c
         with self.write() as c:
@@ -103,7 +116,9 @@ class Jobs:
                 return None
             sent = select(s.kind, s.exercise, s.code).where(s.submission_id == row.submission_id)
             kind, exercise, code = c.execute(sent).one()
-        return Job(row.grading_id, row.submission_id, kind, exercise, code, row.attempts)
+        return Job(
+            row.grading_id, row.submission_id, kind, exercise, code, row.attempts, row.priority
+        )
 
     def finish(self, grading_id: str, verdict: GradingResult) -> bool:
         """Write the verdict once: True if this call wrote it, False if it was written before."""

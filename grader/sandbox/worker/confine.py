@@ -118,6 +118,7 @@ def become_worker(uid: int | None) -> None:
     """
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.setsid()
+    session_follows_niceness()
     _drop_bounding_set()
     if uid is not None:
         os.setgroups([])
@@ -127,6 +128,23 @@ def become_worker(uid: int | None) -> None:
     _prctl(PR_SET_DUMPABLE, 1, "dumpable")  # a uid change made /proc/self root's; take it back
     _forbid_user_namespaces()
     os.chdir(WORKDIR)
+
+
+def session_follows_niceness() -> None:
+    """Give this process's session its own CPU niceness. Where the kernel shares CPU time
+    between sessions first (sched autogroup, for processes in the root cpu cgroup), a nice
+    value only counts among the processes of one session, and judges and workers each have
+    a session of their own: a regrade judge's niceness (grader/node/lanes.py) would not
+    yield the cores to live work without this. Best effort: nothing where autogroups do not
+    exist, or when the kernel refuses (it rate-limits these writes)."""
+    nice = os.getpriority(os.PRIO_PROCESS, 0)
+    if nice <= 0:
+        return
+    try:
+        with open("/proc/self/autogroup", "w") as autogroup:
+            autogroup.write(str(nice))
+    except OSError:
+        pass
 
 
 def set_dumpable(on: bool) -> None:

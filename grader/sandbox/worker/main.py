@@ -23,7 +23,10 @@ def start(argv: list[str]) -> int:
     import torch
 
     from . import rlimits, serve, zygote
+    from .confine import session_follows_niceness
     from .contract import CHANNEL_FD, Limits
+
+    session_follows_niceness()  # a session of its own (bwrap --new-session)
 
     parser = argparse.ArgumentParser(prog="gspo-worker", description="sandboxed worker")
     parser.add_argument("--limits", default="{}", help="the launcher's Limits as JSON")

@@ -38,6 +38,7 @@ from grader.service.lti.rows import (
     address_tag,
     later,
 )
+from grader.term import TermError, at
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,10 @@ STAFF = {"Instructor", "Faculty", "Administrator", "SysAdmin"}  # institution, s
 STUDENTS = {"Student", "Learner"}
 RELAUNCH = "Open the exercise again from your course."
 ASK_ADMIN = "Ask the LMS administrator to check the tool's registration (see docs/lti.md)."
+LINEITEM_SCOPES = (  # either lets a tool read a line item (its endDateTime: lineitems.py)
+    "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem.readonly",
+    "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem",
+)
 COOKIE_PREFIX = "gspo_lti_"  # + the state's last 16 characters: tabs do not collide
 
 
@@ -321,6 +326,8 @@ def launch_of(claims: dict, platform: Platform) -> Launch:
         link_title=str(link.get("title") or ""),
         exercise=exercise_asked(claims),
         lineitem=lineitem,
+        due_at=claimed_due_at(claims),
+        readable_lineitem=readable_lineitem(claims),
     )
 
 
@@ -344,3 +351,29 @@ def exercise_asked(claims: dict) -> str | None:
         return parse_qs(parts.query)["exercise"][0]
     segments = [s for s in parts.path.split("/") if s]
     return segments[-1] if len(segments) >= 2 and segments[-2] == "exercises" else None
+
+
+def iso_or_none(value) -> str | None:
+    """`value` as a normalised ISO 8601 time with a zone, or None when it is not one."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        return at(value.strip()).isoformat()
+    except TermError:
+        return None
+
+
+def claimed_due_at(claims: dict) -> str | None:
+    """The link's custom parameter `due_at`, when it holds a time with a zone."""
+    custom = claims.get(CLAIM + "custom")
+    return iso_or_none(custom.get("due_at")) if isinstance(custom, dict) else None
+
+
+def readable_lineitem(claims: dict) -> tuple[str, str] | None:
+    """(the line item's URL, a scope that reads it) from the launch's AGS claim, or None."""
+    ags = claims.get(AGS_CLAIM)
+    if not isinstance(ags, dict) or not str(ags.get("lineitem") or "").startswith("http"):
+        return None
+    granted = ags.get("scope") or []
+    scope = next((s for s in LINEITEM_SCOPES if s in granted), None)
+    return (str(ags["lineitem"]), scope) if scope else None

@@ -54,12 +54,14 @@ from grader.service.lti.launches import (
     start_login,
     validate_launch,
 )
+from grader.service.lti.lineitems import DueDates
 from grader.service.lti.pages import fallback_page, instructor_page, refusal_page
 from grader.service.lti.rows import Launch, LtiStore
 from grader.service.lti.scores import AgsClient, Outbox, Passback, row_writer
 from grader.service.schemas import RunRequest, SubmissionItem, SubmissionList, SubmissionView
 from grader.service.views import view_of
 from grader.settings import Settings
+from grader.store import Store
 
 HTTP_TIMEOUT_S = 20.0  # one request to an LMS
 MAX_FORM_BYTES = 64 * 1024  # an id_token is a few KiB
@@ -74,15 +76,19 @@ class LtiService:
         self.http: httpx.AsyncClient | None = None
         self.platform_keys: PlatformKeys | None = None
         self.passback: Passback | None = None
+        self.due_dates: DueDates | None = None
 
     async def start(self) -> None:
         self.http = httpx.AsyncClient(timeout=HTTP_TIMEOUT_S, follow_redirects=False)
         self.platform_keys = PlatformKeys(self.http, self.settings.lti_key_set_refetch_seconds)
         ags = AgsClient(self.http, self.keys)
         self.passback = Passback(self.store, ags, self.settings.lti_retry_seconds)
+        self.due_dates = DueDates(Store(self.store.engine), ags)
         await self.passback.start()
 
     async def close(self) -> None:
+        if self.due_dates is not None:
+            await self.due_dates.close()
         if self.passback is not None:
             await self.passback.close()
         if self.http is not None:
@@ -185,9 +191,20 @@ async def open_launch(launch: Launch, lti: LtiService) -> Response:
         ends_at,
     )
     if launch.role == "instructor":
+        await offer_due_date(lti, launch, f"lti:{seat.course_id}", exercise_id)
         return await instructor_view(lti, session)
     code, cookie = await asyncio.to_thread(issue_handoff, lti.keys, session)
     return RedirectResponse(f"/#lti={code}", status_code=303, headers={"Set-Cookie": cookie})
+
+
+async def offer_due_date(lti: LtiService, launch: Launch, course: str, exercise: str) -> None:
+    """The LMS's due date for the link, offered as the term's due date (lineitems.py): the
+    launch's own now, the line item's in the background."""
+    await asyncio.to_thread(lti.due_dates.offer, course, exercise, launch.due_at)
+    if launch.readable_lineitem is not None:
+        platform = await asyncio.to_thread(lti.store.platform, launch.platform_id)
+        if platform is not None:
+            lti.due_dates.read_later(platform, launch.readable_lineitem, course, exercise)
 
 
 class SessionInfo(BaseModel):

@@ -204,6 +204,8 @@ class Launch:
     link_title: str
     exercise: str | None  # the exercise the link asks for; None: not said
     lineitem: str | None  # the AGS line item scores go to; None: no grades for this link
+    due_at: str | None = None  # the link's due date as the launch's custom `due_at` says
+    readable_lineitem: tuple[str, str] | None = None  # (line item URL, a scope to read it)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ as a real HTTP server on its own loopback address (127.0.0.2: another site than 
     /token                client credentials: verifies the tool's JWT assertion against the
                           tool's /lti/jwks, each jti once
     /lineitems/{id}/scores  records every score posted (with a valid token)
+    /lineitems/{id}       GET: the line item (with a token for a lineitem scope), its
+                          `endDateTime` the instance's `lineitem_end` (absent when None)
     /course               a course page that frames the tool's login in an iframe
 
 Faults are set on the instance before a launch: `claims` (replaced or added claims), `drop`
@@ -74,7 +76,10 @@ class FakeLms:
         self.token_attempts = 0
         self.jtis: set[str] = set()
         self.tokens: set[str] = set()
+        self.scopes: dict[str, str] = {}  # token -> the scope it was asked for
         self.scores: list[dict] = []  # {"path", "query", "body", "content_type"}
+        self.lineitem_end: str | None = None  # the line item's endDateTime
+        self.lineitem_reads: list[dict] = []  # {"path", "accept"} of each GET answered
 
     def rotate(self) -> RSAKey:
         """A new signing key, published beside the old one."""
@@ -223,6 +228,7 @@ class FakeLms:
                 return JSONResponse({"error": "invalid_client", "error_description": problem}, 400)
             access = uuid.uuid4().hex
             self.tokens.add(access)
+            self.scopes[access] = form.get("scope", "")
             body = {"access_token": access, "token_type": "Bearer", "expires_in": 3600}
             return JSONResponse({**body, "scope": form.get("scope", "")})
 
@@ -244,6 +250,18 @@ class FakeLms:
                 }
             )
             return Response(status_code=200)
+
+        @app.get("/lineitems/{item}")
+        async def lineitem(item: str, request: Request) -> Response:
+            bearer = request.headers.get("authorization", "").removeprefix("Bearer ")
+            if bearer not in self.tokens or "scope/lineitem" not in self.scopes[bearer]:
+                return JSONResponse({"error": "no token for a lineitem scope"}, 401)
+            accept = request.headers.get("accept")
+            self.lineitem_reads.append({"path": request.url.path, "accept": accept})
+            body = {"id": self.lineitem(item), "label": "GSPO loss", "scoreMaximum": 20}
+            if self.lineitem_end is not None:
+                body["endDateTime"] = self.lineitem_end
+            return JSONResponse(body, media_type="application/vnd.ims.lis.v2.lineitem+json")
 
         @app.get("/course")
         def course(login_hint: str = "student-1") -> HTMLResponse:

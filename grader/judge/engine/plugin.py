@@ -21,7 +21,7 @@ import pytest
 from grader.judge.engine.grading_run import GradingRun
 from grader.judge.engine.recording import RecordingStudent
 from grader.judge.engine.reference_memo import RememberedReference
-from grader.judge.engine.verdicts import TestVerdict, judge_exception
+from grader.judge.engine.verdicts import TestVerdict, judge_exception, shorten
 
 GRADING = pytest.StashKey[GradingRun]()
 
@@ -53,7 +53,11 @@ class GradingPlugin:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
-        if call.excinfo is None:
+        if call.excinfo is None and report.failed:  # xfail(strict=True), and it passed
+            verdict = TestVerdict(
+                "failed", shorten(f"expected to fail, but passed: {report.longrepr}"), "student"
+            )
+        elif call.excinfo is None:
             verdict = TestVerdict("passed")
         elif report.skipped and hasattr(report, "wasxfail"):
             verdict = TestVerdict("skipped", str(report.wasxfail) or "expected to fail")

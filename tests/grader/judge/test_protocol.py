@@ -135,6 +135,11 @@ def test_xfail_that_fails():
     assert False
 
 
+@pytest.mark.xfail(reason="must not pass", strict=True)
+def test_strict_xfail_that_passes():
+    pass
+
+
 def test_failing_check():
     fail("came out 2; expected 3 (differs by 1.0e+00)")
 
@@ -185,6 +190,7 @@ EXPECTED = {  # test id -> (outcome, message or a part of it)
     "test_semantics.py::test_skipif_mark": ("skipped", "skipped by a condition"),
     "test_semantics.py::test_skips_itself": ("skipped", "skipped from inside"),
     "test_semantics.py::test_xfail_that_fails": ("skipped", "known to fail"),
+    "test_semantics.py::test_strict_xfail_that_passes": ("failed", "must not pass"),
     "test_semantics.py::test_failing_check": (
         "failed", "came out 2; expected 3 (differs by 1.0e+00)"),
     "test_semantics.py::test_failing_assert": ("failed", "one and one make two"),

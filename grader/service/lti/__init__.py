@@ -11,8 +11,8 @@ grader from their LMS, and Submit scores go back to the LMS's gradebook (docs/lt
     drainer --AGS score--> LMS              per course: best or latest; retried; refusals kept
 
 Modules: rows (tables and store), credentials (this tool's keys, session tokens), launches
-(login, key sets, id_token, roles), scores (outbox, AGS, drainer), routes (HTTP and
-LtiService), pages (HTML), commands (the CLI).
+(login, key sets, id_token, roles), scores (outbox, AGS, drainer), routes (HTTP,
+LtiService, the LMS's due dates), pages (HTML), commands (the CLI).
 """
 
 from grader.service.lti.credentials import ToolKeys

@@ -53,7 +53,7 @@ STAFF = {"Instructor", "Faculty", "Administrator", "SysAdmin"}  # institution, s
 STUDENTS = {"Student", "Learner"}
 RELAUNCH = "Open the exercise again from your course."
 ASK_ADMIN = "Ask the LMS administrator to check the tool's registration (see docs/lti.md)."
-LINEITEM_SCOPES = (  # either lets a tool read a line item (its endDateTime: lineitems.py)
+LINEITEM_SCOPES = (  # either lets a tool read a line item (its endDateTime: routes.py, DueDates)
     "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem.readonly",
     "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem",
 )

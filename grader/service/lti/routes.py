@@ -20,6 +20,7 @@ the LMS could not be reached), never a 500.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import asdict, replace
 from typing import Annotated
@@ -50,22 +51,81 @@ from grader.service.lti.launches import (
     PlatformKeys,
     Refused,
     cookie_name,
+    iso_or_none,
     login_again_url,
     start_login,
     validate_launch,
 )
-from grader.service.lti.lineitems import DueDates
 from grader.service.lti.pages import fallback_page, instructor_page, refusal_page
-from grader.service.lti.rows import Launch, LtiStore
-from grader.service.lti.scores import AgsClient, Outbox, Passback, row_writer
+from grader.service.lti.rows import Launch, LtiStore, Platform
+from grader.service.lti.scores import AgsClient, Outbox, Passback, TokenRefused, row_writer
 from grader.service.schemas import RunRequest, SubmissionItem, SubmissionList, SubmissionView
 from grader.service.views import view_of
 from grader.settings import Settings
 from grader.store import Store
 
+log = logging.getLogger(__name__)
+
 HTTP_TIMEOUT_S = 20.0  # one request to an LMS
 MAX_FORM_BYTES = 64 * 1024  # an id_token is a few KiB
 EXPIRED = "Your course session has expired; open the exercise again from your course."
+LINEITEM_TYPE = "application/vnd.ims.lis.v2.lineitem+json"
+READ_TIMEOUT_S = 5.0  # one GET of a line item
+
+
+class DueDates:
+    """An LMS's due date for a link, offered to its instructor as the exercise's due date
+    (`suggested_due_at` in GET /api/instructor/course; the schedule is never set from it).
+
+    Read when an instructor launches, from the link's custom parameter `due_at` (filled by
+    the LMS when the link says `due_at=$ResourceLink.submission.endDateTime`; Canvas:
+    `$Canvas.assignment.dueAt.iso8601`; a `$...` left as written, or a time without a zone,
+    is ignored), then from the launch's AGS line item (its `endDateTime`, with a token for
+    the `lineitem.readonly` or `lineitem` scope when the launch grants one), read after the
+    launch has answered, with a short timeout; found, it replaces the parameter's date."""
+
+    def __init__(self, store: Store, ags: AgsClient):
+        self.store = store
+        self.ags = ags
+        self._tasks: set[asyncio.Task] = set()
+
+    def offer(self, course: str, exercise: str, due_at: str | None) -> None:
+        if due_at is not None:
+            self.store.set_term(course, exercise, {"suggested_due_at": due_at})
+
+    def read_later(self, platform: Platform, lineitem: tuple[str, str], course: str,
+                   exercise: str) -> None:  # fmt: skip
+        """Read the line item's end date in the background, and offer it when it has one."""
+        task = asyncio.create_task(self._read(platform, lineitem, course, exercise))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _read(self, platform: Platform, lineitem: tuple[str, str], course: str,
+                    exercise: str) -> None:  # fmt: skip
+        url, scope = lineitem
+        try:
+            due_at = await self.end_date(platform, url, scope)
+            await asyncio.to_thread(self.offer, course, exercise, due_at)
+        except Exception:  # an LMS or a database fault: the date is a courtesy, log it
+            log.warning("the line item %s could not be read for its end date", url, exc_info=True)
+
+    async def end_date(self, platform: Platform, url: str, scope: str) -> str | None:
+        """The line item's `endDateTime` as ISO 8601, or None (none set, or unreadable)."""
+        try:
+            token = await self.ags.token(platform, scope)
+            headers = {"Authorization": f"Bearer {token}", "Accept": LINEITEM_TYPE}
+            response = await self.ags.http.get(url, headers=headers, timeout=READ_TIMEOUT_S)
+            response.raise_for_status()
+            body = response.json()
+        except (TokenRefused, httpx.HTTPError, ValueError) as error:
+            log.warning("the line item %s could not be read: %s", url, error)
+            return None
+        return iso_or_none(body.get("endDateTime")) if isinstance(body, dict) else None
 
 
 class LtiService:
@@ -198,7 +258,7 @@ async def open_launch(launch: Launch, lti: LtiService) -> Response:
 
 
 async def offer_due_date(lti: LtiService, launch: Launch, course: str, exercise: str) -> None:
-    """The LMS's due date for the link, offered as the term's due date (lineitems.py): the
+    """The LMS's due date for the link, offered as the term's due date (DueDates): the
     launch's own now, the line item's in the background."""
     await asyncio.to_thread(lti.due_dates.offer, course, exercise, launch.due_at)
     if launch.readable_lineitem is not None:

@@ -1,5 +1,5 @@
 """An LMS's due date for a link is offered to the instructor as the exercise's due date
-(grader/service/lti/lineitems.py): the AGS line item's endDateTime, read at an instructor's
+(grader/service/lti/routes.py, DueDates): the AGS line item's endDateTime, read at an instructor's
 launch, or the link's custom parameter `due_at`; offered only, never set as the schedule."""
 
 from __future__ import annotations

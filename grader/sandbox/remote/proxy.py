@@ -267,8 +267,10 @@ class StudentProxy(Pipeline):
             return
         same = (error.type_name, error.message, error.line)
         found = self._stubbed.get(name)
-        if error.type_name != "NotImplementedError" or type(error) is not StudentError or (
-            found is not None and (found[0].type_name, found[0].message, found[0].line) != same
+        if (
+            error.type_name != "NotImplementedError"
+            or type(error) is not StudentError
+            or (found is not None and (found[0].type_name, found[0].message, found[0].line) != same)
         ):
             self._written.add(name)  # raised something else: always called from now on
             self._stubbed.pop(name, None)

@@ -182,6 +182,8 @@ def test_a_tests_forecast_reaches_the_worker_only_when_that_test_begins(pool):
         assert proxy.requests == 1 + len(visible)  # the load and this test's calls, no more
         proxy.begin_test(secret)
         assert proxy.requests == 1 + len(visible) + len(secret)
+
+
 def test_a_dropped_call_that_never_returns_costs_one_short_wait(pool):
     # recorded from another submission (the judge keeps forecasts across students)
     safe = SOURCE.replace("== 99.0", "== -1.0")

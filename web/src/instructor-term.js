@@ -60,8 +60,10 @@ export async function termSection(section, { call, json, say, exercise, course, 
         method: "PUT",
         body: { exercise, course, ...body(values) },
       });
+      // The forms are drawn again from the saved term before the message says so: what
+      // the page shows when it reads "Saved" is what the service holds.
+      await termSection(section, { call, json, say, exercise, course, table });
       say(`Saved the ${what}.`);
-      termSection(section, { call, json, say, exercise, course, table });
     } catch (error) {
       say(error.message);
     }

@@ -174,8 +174,9 @@ class GradingNode:
             try:
                 with self._claims:
                     job = self.store.claim(self.name, live_only=live_only)
-                    if job is not None:
+                    if job is not None:  # claimed and counted as one step
                         self._running.add(job.grading_id)
+                        self.in_flight += 1
             except Exception:
                 log.warning("could not claim a grading; trying again", exc_info=True)
                 job = None
@@ -185,15 +186,14 @@ class GradingNode:
                         self._wake.wait(POLL_S)
                     self._pending = max(0, self._pending - 1)
                 continue
-            self.in_flight += 1
             try:
                 self.run(job, grader)
             except Exception:  # the database went away: the heartbeat's rule requeues it
                 log.exception("grading %s failed outside the grader", job.grading_id)
             finally:
-                self.in_flight -= 1
                 with self._claims:
                     self._running.discard(job.grading_id)
+                    self.in_flight -= 1
 
     def run(self, job: Job, grader=None) -> None:
         """Grade a claimed grading (on `grader`, else the node's) and write its report (or

@@ -163,6 +163,31 @@ function render(stats) {
   );
 }
 
+function beside(code, reference) {
+  return h(
+    "div",
+    { class: "side" },
+    h("figure", {}, h("figcaption", {}, "One submission"), h("pre", { tabindex: "0" }, code)),
+    h("figure", {}, h("figcaption", {}, "The reference"), h("pre", { tabindex: "0" }, reference)),
+  );
+}
+
+/** The largest groups come with one submission's code; the others fetch it when asked. */
+function example(m, reference) {
+  if (m.code !== null) return beside(m.code, reference);
+  const box = h("div", {});
+  const show = async () => {
+    try {
+      const view = await json(`/api/instructor/submissions/${encodeURIComponent(m.submission_id)}`);
+      replaceChildren(box, beside(view.code, reference));
+    } catch (error) {
+      say(error.message);
+    }
+  };
+  replaceChildren(box, h("button", { type: "button", onclick: show }, "Show one submission"));
+  return box;
+}
+
 function mistake(m, reference) {
   const name = m.titles.length ? m.titles.join(" / ") : "unlabelled";
   const students = m.size === 1 ? "1 student" : `${m.size} students`;
@@ -173,24 +198,7 @@ function mistake(m, reference) {
     m.explanations.length ? h("p", {}, m.explanations[0]) : null,
     h("p", { class: "muted" }, `Failing tests: ${m.failing_tests.join(", ")}`),
     h("p", {}, `Students: ${m.students.join(", ")}`),
-    m.code === null
-      ? null
-      : h(
-          "div",
-          { class: "side" },
-          h(
-            "figure",
-            {},
-            h("figcaption", {}, "One submission"),
-            h("pre", { tabindex: "0" }, m.code),
-          ),
-          h(
-            "figure",
-            {},
-            h("figcaption", {}, "The reference"),
-            h("pre", { tabindex: "0" }, reference),
-          ),
-        ),
+    example(m, reference),
   );
 }
 

@@ -68,16 +68,28 @@ export async function termSection(section, { call, json, say, exercise, course, 
       say(error.message);
     }
   };
+  const offered = term.suggested_due_at; // the LMS's due date for the link, if it sent one
   const s = term.schedule || {
     opens_at: "",
-    due_at: "",
+    due_at: offered || "",
     late: [],
     after: "practice",
     policy: "best",
   };
+  const lmsDate =
+    offered && offered !== term.schedule?.due_at
+      ? h(
+          "p",
+          { class: "muted", id: "lms-due" },
+          term.schedule
+            ? `The LMS gives this link the due date ${offered}; the schedule saved here counts.`
+            : `The LMS gives this link the due date ${offered}: it counts once you save the schedule.`,
+        )
+      : null;
   const schedule = form(
     "Schedule",
     put("schedule", (v) => ({ ...v, opens_at: v.opens_at || null, late: lateWindows(v.late) })),
+    lmsDate,
     field("Opens at", {
       name: "opens_at",
       value: s.opens_at || "",

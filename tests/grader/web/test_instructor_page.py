@@ -21,7 +21,7 @@ import math
 import re
 
 from class_seed import seed
-from fake_lms import FakeLms, register
+from fake_lms import CLAIM, FakeLms, register
 from servers import LaunchBrowser, ServerThread
 from service_fakes import FakeDrawer, FakeGrader
 from service_kit import TOKEN
@@ -183,6 +183,7 @@ def lti_tool(tmp_path):
 
 def test_an_lti_instructor_launch_reaches_the_page_and_its_term_forms(browser, lti_tool):
     base, lms = lti_tool
+    lms.claims = {CLAIM + "custom": {"due_at": "2026-12-18T23:59:00+00:00"}}  # the link's
     launcher = LaunchBrowser(lms)
     view = launcher.launch("teacher-1")
     launcher.close()
@@ -198,10 +199,14 @@ def test_an_lti_instructor_launch_reaches_the_page_and_its_term_forms(browser, l
     assert page.locator("#numbers").inner_text().startswith("0 students, 0 submissions")
     assert "No submissions yet." in page.locator("#items").inner_text()
     term = page.locator("#term")
+    # the LMS's due date is offered in the form, and counts only once saved
+    assert term.get_by_label("Due at", exact=True).input_value() == "2026-12-18T23:59:00+00:00"
+    assert "it counts once you save" in page.locator("#lms-due").inner_text()
     term.get_by_label("Due at", exact=True).fill("2026-12-20T23:59:00+00:00")
     term.get_by_role("button", name="Save schedule").click()
     page.get_by_text("Saved the schedule.").wait_for()
     assert term.get_by_label("Due at", exact=True).input_value().startswith("2026-12-20T23:59")
+    assert "the schedule saved here counts" in page.locator("#lms-due").inner_text()
     term.get_by_label("Submits", exact=True).fill("4")
     term.get_by_label("Per seconds").fill("600")
     term.get_by_role("button", name="Save quota").click()

@@ -41,10 +41,25 @@ def report_regrade(server, n: int, stored: int, code: str, expected) -> None:
 
 # ---- on the distributed deployment -------------------------------------------------------
 # Each grading node configuration, as the settings its worker process starts with: before
-# lanes (every judge may take a regrading, all at the same CPU priority) and with them.
+# lanes (every judge may take a regrading, all at the same CPU priority), lanes alone (a
+# reserved judge, niced regrade judges), and the defaults (lanes, and a regrading starts
+# only after a second with no live grading on the node).
 CONFIGS = {
-    "no lanes": {"GSPO_GRADER_LIVE_JUDGES": "0", "GSPO_GRADER_REGRADE_NICE": "0"},
-    "lanes": {"GSPO_GRADER_LIVE_JUDGES": "1", "GSPO_GRADER_REGRADE_NICE": "10"},
+    "no lanes": {
+        "GSPO_GRADER_LIVE_JUDGES": "0",
+        "GSPO_GRADER_REGRADE_NICE": "0",
+        "GSPO_GRADER_REGRADE_LULL_SECONDS": "0",
+    },
+    "lanes": {
+        "GSPO_GRADER_LIVE_JUDGES": "1",
+        "GSPO_GRADER_REGRADE_NICE": "10",
+        "GSPO_GRADER_REGRADE_LULL_SECONDS": "0",
+    },
+    "defaults": {
+        "GSPO_GRADER_LIVE_JUDGES": "1",
+        "GSPO_GRADER_REGRADE_NICE": "10",
+        "GSPO_GRADER_REGRADE_LULL_SECONDS": "1",
+    },
 }
 
 

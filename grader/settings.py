@@ -39,6 +39,8 @@ class Settings(BaseSettings):
     # at most all but one: a node of one judge reserves none
     live_judges: int = Field(1, ge=0, le=64)
     regrade_nice: int = Field(10, ge=0, le=19)  # CPU niceness of the judges that may regrade
+    # a node starts a regrading only after this long with no live grading (0: whenever free)
+    regrade_lull_seconds: float = Field(1.0, ge=0, le=60)
     max_queue: int = Field(16, ge=0, le=10_000)  # gradings waiting for a slot
     max_per_student: int = Field(1, ge=1, le=64)  # a student's Submits admitted at once
     names_per_hour: int = Field(20, ge=1, le=100_000)  # new student names per address

@@ -15,6 +15,9 @@ reserved judge busy runs on a shared judge, at its niceness.
 
 A node of one judge reserves none (else its regradings would never be graded); a node
 with `live_judges` at or above its judges keeps one shared loop for the same reason.
+Beside these lanes, a node starts a regrading only after a lull in its live work
+(`GradingNode(regrade_lull_s=)`, runner.py): priority alone leaves a live grading slower
+while another core is busy.
 """
 
 from __future__ import annotations

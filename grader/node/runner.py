@@ -109,6 +109,7 @@ class GradingNode:
         draw: Callable = draw_pngs,
         live_judges: int = 1,
         shared_grader=None,
+        regrade_lull_s: float = 0.0,
     ):
         self.store, self.grader, self.metrics = store, grader, metrics
         self.shared_grader = shared_grader if shared_grader is not None else grader
@@ -119,6 +120,9 @@ class GradingNode:
         self.on_finished = on_finished
         self.draw = draw
         self.in_flight = 0
+        self.regrade_lull_s = regrade_lull_s
+        self._live = 0  # live gradings in flight; with _live_at, under _claims
+        self._live_at = float("-inf")  # monotonic time live work was last claimed or ended
         self._wake = threading.Condition()
         self._pending = 0  # wake-ups not yet taken by a claim loop
         self._stop = threading.Event()
@@ -173,10 +177,11 @@ class GradingNode:
         while not self._stop.is_set():
             try:
                 with self._claims:
-                    job = self.store.claim(self.name, live_only=live_only)
+                    job = self.store.claim(self.name, live_only=live_only or self._live_lately())
                     if job is not None:  # claimed and counted as one step
                         self._running.add(job.grading_id)
                         self.in_flight += 1
+                        self._count_live(job, +1)
             except Exception:
                 log.warning("could not claim a grading; trying again", exc_info=True)
                 job = None
@@ -194,6 +199,18 @@ class GradingNode:
                 with self._claims:
                     self._running.discard(job.grading_id)
                     self.in_flight -= 1
+                    self._count_live(job, -1)
+
+    def _live_lately(self) -> bool:
+        """Live work in flight on this node, or ended less than `regrade_lull_s` ago: then
+        no loop starts a regrading (a regrading beside a live one slows it, whatever the
+        CPU priority: measured in bench/regrade_phase.py)."""
+        return self._live > 0 or time.monotonic() - self._live_at < self.regrade_lull_s
+
+    def _count_live(self, job: Job, step: int) -> None:
+        if job.priority == 0:
+            self._live += step
+            self._live_at = time.monotonic()
 
     def run(self, job: Job, grader=None) -> None:
         """Grade a claimed grading (on `grader`, else the node's) and write its report (or

@@ -81,7 +81,8 @@ class ServiceState:
                                 settings.max_concurrent, settings.heartbeat_seconds,
                                 settings.stalled_seconds, on_finished=self.finished,
                                 live_judges=settings.live_judges,
-                                shared_grader=self.shared_grader)  # fmt: skip
+                                shared_grader=self.shared_grader,
+                                regrade_lull_s=settings.regrade_lull_seconds)  # fmt: skip
         self._warmup = threading.Thread(target=self._start_grader, name="grader-warmup")
         self._warmup.start()
 

@@ -6,6 +6,7 @@ priority). Claim order and lanes are asserted, never times."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from service_fakes import FakeDrawer, FakeGrader
@@ -105,4 +106,29 @@ def test_a_live_grading_is_claimed_at_once_while_the_shared_judge_regrades(store
         wait_until(lambda: all(map(store.has_plots, previews)), 300)  # then nothing is left
     finally:
         shared.grade_gate.set()
+        node.close()
+
+
+def test_a_regrading_starts_only_after_a_lull_in_live_work(store):
+    again = graded_submits(store, 2)
+    live, shared = FakeGrader(), FakeGrader()
+    node = GradingNode(store, live, Metrics(), "node-1", 2, draw=FakeDrawer(), live_judges=1,
+                       shared_grader=shared, regrade_lull_s=4.0)  # fmt: skip
+    node.grader.start()
+    node.start()
+    try:
+        live_id = submit(store, 9, student="grace")
+        node.wake()
+        wait_until(lambda: store.get(live_id).grading.status == "done")
+        ended = time.monotonic()
+        regradings = regrade(store, again)
+        node.wake()
+        time.sleep(1.0)  # well inside the lull: no loop took a regrading
+        assert store.waiting() == len(regradings)
+        wait_until(lambda: all(store.grading(g).status == "done" for g in regradings), 30)
+        assert time.monotonic() - ended >= 4.0  # after the lull, graded on the shared judge
+        regraded = [code for code, _ in shared.calls if code != "# code 9"]
+        assert sorted(regraded) == ["# code 0", "# code 1"]
+        assert ("# code 9", "submit") in live.calls + shared.calls
+    finally:
         node.close()

@@ -82,5 +82,4 @@ def require_instructor(request: Request) -> ServiceState:
 
 
 Service = Annotated[ServiceState, Depends(get_service)]
-Instructor = Annotated[ServiceState, Depends(require_instructor)]
 StudentKey = Annotated[str | None, Header(description="The key the first Submit returned.")]

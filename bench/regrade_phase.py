@@ -94,7 +94,8 @@ def run_distributed(n: int, stored: int, repeats: int, judges: int, pause: float
     rises: dict[str, list[tuple[float, float]]] = {name: [] for name in CONFIGS}
     with tempfile.TemporaryDirectory() as scratch:
         url = server.new_database()
-        env = {"GSPO_GRADER_INSTRUCTOR_TOKEN": TOKEN, "GSPO_GRADER_MAX_QUEUE": "64"}
+        env = {"GSPO_GRADER_INSTRUCTOR_TOKEN": TOKEN, "GSPO_GRADER_MAX_QUEUE": "64",
+               "GSPO_GRADER_NAMES_PER_HOUR": "100000"}  # a new student per block  # fmt: skip
         cluster = distributed.Deployment(Path(scratch), url, judges, env)
         store = open_store(url)
         try:

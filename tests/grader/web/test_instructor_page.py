@@ -140,8 +140,11 @@ def term_sections_work(page) -> None:
     held = []  # the term's read after the save, held back as on a loaded machine
     page.route("**/api/instructor/course?*", lambda route: held.append(route))
     term.get_by_role("button", name="Save schedule").click()
-    while not held:
+    for _ in range(600):  # the page reads the term back after the save (30 s at most)
+        if held:
+            break
         page.wait_for_timeout(50)
+    assert held, "the page never read the term back after saving the schedule"
     # "Saved" comes only once the forms show what was saved (it came before, and a form
     # filled in that moment was replaced by an empty one: CI saved a quota of 0)
     assert "Saved" not in page.locator("#status").inner_text()

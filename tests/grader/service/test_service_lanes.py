@@ -113,7 +113,7 @@ def test_a_regrading_starts_only_after_a_lull_in_live_work(store):
     again = graded_submits(store, 2)
     live, shared = FakeGrader(), FakeGrader()
     node = GradingNode(store, live, Metrics(), "node-1", 2, draw=FakeDrawer(), live_judges=1,
-                       shared_grader=shared, regrade_lull_s=4.0)  # fmt: skip
+                       shared_grader=shared, regrade_lull_s=8.0)  # fmt: skip
     node.grader.start()
     node.start()
     try:
@@ -126,7 +126,7 @@ def test_a_regrading_starts_only_after_a_lull_in_live_work(store):
         time.sleep(1.0)  # well inside the lull: no loop took a regrading
         assert store.waiting() == len(regradings)
         wait_until(lambda: all(store.grading(g).status == "done" for g in regradings), 30)
-        assert time.monotonic() - ended >= 4.0  # after the lull, graded on the shared judge
+        assert time.monotonic() - ended >= 8.0  # after the lull, graded on the shared judge
         regraded = [code for code, _ in shared.calls if code != "# code 9"]
         assert sorted(regraded) == ["# code 0", "# code 1"]
         assert ("# code 9", "submit") in live.calls + shared.calls

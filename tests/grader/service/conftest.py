@@ -14,6 +14,7 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 from grader.service import create_app, load_settings
+from grader.store import open_store
 
 sys.path.insert(0, str(Path(__file__).parent))
 from postgres_server import PostgresServer, find_bindir
@@ -39,6 +40,16 @@ def database_url(request, tmp_path):
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'grader.sqlite3'}"
     return request.getfixturevalue("postgres").new_database()
+
+
+@pytest.fixture
+def store(database_url):
+    """A migrated store on each database, with two students: ada and grace."""
+    store = open_store(database_url, migrate=True)
+    store.create_student("ada", "hash-a")
+    store.create_student("grace", "hash-g")
+    yield store
+    store.close()
 
 
 @pytest.fixture

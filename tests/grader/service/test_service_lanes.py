@@ -15,7 +15,7 @@ from service_kit import wait_until
 from grader.exercise import catalog, exercise_version
 from grader.node import GradingNode, Metrics, lanes_of, pool_sizes
 from grader.service import regrade
-from grader.store import Admission, GradingResult, Submission, open_store, preview_key
+from grader.store import Admission, GradingResult, Submission, preview_key
 
 pytestmark = pytest.mark.service
 
@@ -34,15 +34,6 @@ def submit(store, n: int, student: str = "ada") -> str:
     )
     store.admit(submission, f"{n + 1000:032x}", ROOMY)
     return submission.submission_id
-
-
-@pytest.fixture
-def store(database_url):
-    store = open_store(database_url, migrate=True)
-    store.create_student("ada", "hash-a")
-    store.create_student("grace", "hash-g")
-    yield store
-    store.close()
 
 
 def graded_submits(store, count: int) -> list[str]:
@@ -130,5 +121,7 @@ def test_a_regrading_starts_only_after_a_lull_in_live_work(store):
         regraded = [code for code, _ in shared.calls if code != "# code 9"]
         assert sorted(regraded) == ["# code 0", "# code 1"]
         assert ("# code 9", "submit") in live.calls + shared.calls
+        previews = [preview_key(e.id, exercise_version(e)) for e in catalog().values()]
+        wait_until(lambda: all(map(store.has_plots, previews)), 300)  # then nothing is left
     finally:
         node.close()

@@ -52,15 +52,6 @@ def admit(store, n: int, admission: Admission = ROOMY, **changes) -> Submission:
     return submission
 
 
-@pytest.fixture
-def store(database_url):
-    store = open_store(database_url, migrate=True)
-    store.create_student("ada", "hash-a")
-    store.create_student("grace", "hash-g")
-    yield store
-    store.close()
-
-
 def test_rows_survive_closing_and_reopening(database_url):
     store = open_store(database_url, migrate=True)
     assert store.create_student("李雷 2", "hash-a")

@@ -208,7 +208,7 @@ class GradingNode:
         return self._live > 0 or time.monotonic() - self._live_at < self.regrade_lull_s
 
     def _count_live(self, job: Job, step: int) -> None:
-        if job.priority == 0:
+        if job.live:
             self._live += step
             self._live_at = time.monotonic()
 

@@ -78,6 +78,11 @@ class Job:
     attempts: int  # this one included
     priority: int = LIVE  # LIVE, or REGRADE (a regrading: no one waits for it)
 
+    @property
+    def live(self) -> bool:
+        """Someone waits for it: a Submit or a Run, not a regrading."""
+        return self.priority == LIVE
+
 
 class Jobs:
     def __init__(self, engine: Engine):

@@ -21,7 +21,7 @@ from sqlalchemy.exc import IntegrityError
 
 from grader.store.courses import Courses
 from grader.store.database import check_schema, open_engine, upgrade
-from grader.store.jobs import WORK_CHANNEL, Jobs, queue_regradings, queued_grading
+from grader.store.jobs import LIVE, WORK_CHANNEL, Jobs, queue_regradings, queued_grading
 from grader.store.records import (
     Admission,
     GradedSubmission,
@@ -138,7 +138,7 @@ class Store(Courses, Jobs):
                 func.count().filter(mine),
             )
             .select_from(gradings.join(submissions))
-            .where(g.priority == 0, g.status.in_(IN_FLIGHT))
+            .where(g.priority == LIVE, g.status.in_(IN_FLIGHT))
         )
         total, runs, own = c.execute(query).one()
         run = submission.kind == "run"

@@ -36,6 +36,13 @@ def submit(store, n: int, student: str = "ada") -> str:
     return submission.submission_id
 
 
+def previews_drawn(store) -> None:
+    """Wait for the reference previews a node draws at its start: one drawn after the test
+    closed the store would leave a database connection open."""
+    previews = [preview_key(e.id, exercise_version(e)) for e in catalog().values()]
+    wait_until(lambda: all(map(store.has_plots, previews)), 300)
+
+
 def graded_submits(store, count: int) -> list[str]:
     """`count` Submits, each graded once (what a regrade grades again)."""
     ids = [submit(store, n) for n in range(count)]
@@ -93,8 +100,7 @@ def test_a_live_grading_is_claimed_at_once_while_the_shared_judge_regrades(store
         wait_until(lambda: all(store.grading(g).status == "done" for g in regradings))
         assert live.calls == [("# code 9", "submit")]  # a reserved loop took none of them
         assert len(shared.calls) == len(regradings) and store.waiting() == 0
-        previews = [preview_key(e.id, exercise_version(e)) for e in catalog().values()]
-        wait_until(lambda: all(map(store.has_plots, previews)), 300)  # then nothing is left
+        previews_drawn(store)
     finally:
         shared.grade_gate.set()
         node.close()
@@ -121,7 +127,6 @@ def test_a_regrading_starts_only_after_a_lull_in_live_work(store):
         regraded = [code for code, _ in shared.calls if code != "# code 9"]
         assert sorted(regraded) == ["# code 0", "# code 1"]
         assert ("# code 9", "submit") in live.calls + shared.calls
-        previews = [preview_key(e.id, exercise_version(e)) for e in catalog().values()]
-        wait_until(lambda: all(map(store.has_plots, previews)), 300)  # then nothing is left
+        previews_drawn(store)
     finally:
         node.close()

@@ -157,8 +157,10 @@ class GradingNode:
             self._wake.notify_all()
         for thread in self._threads:
             thread.join(timeout=60)
-        self._plots.shutdown(wait=False, cancel_futures=True)  # a drawing finishes alone
-        self._previews.shutdown(wait=False, cancel_futures=True)
+        # Drawings not begun are dropped; one under way ends before close returns, since it
+        # writes to the store, which its owner closes next.
+        self._plots.shutdown(wait=True, cancel_futures=True)
+        self._previews.shutdown(wait=True, cancel_futures=True)
 
     def _heartbeat(self) -> None:
         while not self._stop.wait(self.heartbeat_s):

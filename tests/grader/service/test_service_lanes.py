@@ -1,7 +1,8 @@
 """A node's lanes (grader/node/lanes.py): reserved claim loops take live work only, so a
 live grading is claimed at once on a reserved judge while every other judge is busy with a
 regrading; the shared loops grade on the shared grader (its judges at a lower CPU
-priority). Claim order and lanes are asserted, never times."""
+priority). Claim order and lanes are asserted, never times. Closing a node lets a drawing
+under way end first (it writes to the store its owner closes next)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,9 @@ import pytest
 from service_fakes import FakeDrawer, FakeGrader
 from service_kit import wait_until
 
-from grader.exercise import catalog, exercise_version
 from grader.node import GradingNode, Metrics, lanes_of, pool_sizes
 from grader.service import regrade
-from grader.store import Admission, GradingResult, Submission, preview_key
+from grader.store import Admission, GradingResult, Submission
 
 pytestmark = pytest.mark.service
 
@@ -34,13 +34,6 @@ def submit(store, n: int, student: str = "ada") -> str:
     )
     store.admit(submission, f"{n + 1000:032x}", ROOMY)
     return submission.submission_id
-
-
-def previews_drawn(store) -> None:
-    """Wait for the reference previews a node draws at its start: one drawn after the test
-    closed the store would leave a database connection open."""
-    previews = [preview_key(e.id, exercise_version(e)) for e in catalog().values()]
-    wait_until(lambda: all(map(store.has_plots, previews)), 300)
 
 
 def graded_submits(store, count: int) -> list[str]:
@@ -100,7 +93,6 @@ def test_a_live_grading_is_claimed_at_once_while_the_shared_judge_regrades(store
         wait_until(lambda: all(store.grading(g).status == "done" for g in regradings))
         assert live.calls == [("# code 9", "submit")]  # a reserved loop took none of them
         assert len(shared.calls) == len(regradings) and store.waiting() == 0
-        previews_drawn(store)
     finally:
         shared.grade_gate.set()
         node.close()
@@ -127,6 +119,27 @@ def test_a_regrading_starts_only_after_a_lull_in_live_work(store):
         regraded = [code for code, _ in shared.calls if code != "# code 9"]
         assert sorted(regraded) == ["# code 0", "# code 1"]
         assert ("# code 9", "submit") in live.calls + shared.calls
-        previews_drawn(store)
     finally:
         node.close()
+
+
+class SlowDrawer(FakeDrawer):
+    def __init__(self):
+        super().__init__()
+        self.begun = 0
+
+    def __call__(self, exercise, result: dict) -> dict[str, bytes]:
+        self.begun += 1
+        time.sleep(0.5)
+        return super().__call__(exercise, result)
+
+
+def test_closing_a_node_waits_for_the_drawing_under_way(store):
+    drawer = SlowDrawer()
+    node = GradingNode(store, FakeGrader(), Metrics(), "node-1", 1, draw=drawer)
+    node.grader.start()
+    submit(store, 1)
+    node.run(store.claim(node.name))  # its plots and the reference preview go to be drawn
+    wait_until(lambda: drawer.begun >= 1)
+    node.close()
+    assert drawer.begun == len(drawer.results) >= 1  # every drawing begun had ended

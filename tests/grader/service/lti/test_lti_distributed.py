@@ -66,6 +66,7 @@ def test_a_launch_and_its_passback_span_two_api_nodes(api_nodes, browser, lms):
     job = store.claim(node.name)
     assert job.submission_id == submission_id
     node.run(job)
+    node.close()  # its drawings end before the fixture closes the store
 
     wait_for(lambda: lms.scores, message="a score from one of the API nodes")
     time.sleep(2.0)  # both nodes drain every second: a second post would have come

@@ -62,6 +62,7 @@ class ServiceState:
         self._warmed = settings.distributed
         self._warmup: threading.Thread | None = None
         self._pruner: asyncio.Task | None = None
+        self._closing = asyncio.Event()  # set by close: the pruner stops between rounds
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: dict[str, set[asyncio.Event]] = {}
         url = settings.resolved_database_url
@@ -158,8 +159,9 @@ class ServiceState:
         return gauges
 
     async def close(self) -> None:
+        self._closing.set()
         if self._pruner is not None:
-            self._pruner.cancel()
+            await self._pruner  # a prune under way ends before the store closes
         if self._warmup is not None:
             await asyncio.to_thread(self._warmup.join)
         if self.node is not None:
@@ -198,10 +200,11 @@ class ServiceState:
 
     async def _prune_runs(self) -> None:
         """Runs are kept `run_retention_hours` (for their plots), then deleted."""
-        while True:
+        while not self._closing.is_set():
             cutoff = datetime.now(UTC) - timedelta(hours=self.settings.run_retention_hours)
             try:
                 await asyncio.to_thread(self.store.prune_runs, cutoff.isoformat())
             except Exception:
                 log.warning("could not prune old Runs", exc_info=True)
-            await asyncio.sleep(PRUNE_EVERY_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), PRUNE_EVERY_S)

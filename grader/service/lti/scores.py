@@ -59,6 +59,8 @@ log = logging.getLogger(__name__)
 CLAIM_S = 120.0  # longer than a post can take (two requests of at most 20 s each)
 POLL_S = 1.0
 BATCH = 8
+CLOSE_WAIT_S = 5.0  # a round's database calls take ms; a post stuck on a slow LMS is cut,
+# and its row, claimed for CLAIM_S, is posted again by whichever node runs next
 MAX_ATTEMPTS = 12  # with a 30 s start: about 5 hours of trying
 MAX_DELAY_S = 3600.0
 ASSERTION_LIFE_S = 300
@@ -312,6 +314,7 @@ class Passback:
         self.ags = ags
         self.first_retry_s = first_retry_s
         self._wake = asyncio.Event()
+        self._closing = False
         self._task: asyncio.Task | None = None
 
     async def start(self) -> None:
@@ -321,10 +324,17 @@ class Passback:
         self._wake.set()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        """Let a round under way end (its posts recorded, its database calls returned: the
+        store closes next), then stop; cancelled only if it outlasts CLOSE_WAIT_S."""
+        if self._task is None:
+            return
+        self._closing = True
+        self._wake.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._task), CLOSE_WAIT_S)
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
 
     async def drain(self) -> int:
         """Post the rows due now; how many this node handled."""
@@ -333,7 +343,7 @@ class Passback:
 
     async def _run(self) -> None:
         rounds = 0
-        while True:
+        while not self._closing:
             handled = 0
             try:
                 handled = await self.drain()

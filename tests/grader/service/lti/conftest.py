@@ -28,6 +28,7 @@ def lms():
 class Tool:
     def __init__(self, server: ServerThread, app, grader: FakeGrader, data_dir: Path):
         self.base = server.base
+        self.server = server
         self.app = app
         self.grader = grader
         self.data_dir = data_dir

@@ -19,6 +19,7 @@ token and score endpoints), `jwks_down` (503 from /jwks).
 
 from __future__ import annotations
 
+import asyncio
 import html
 import time
 import uuid
@@ -78,6 +79,8 @@ class FakeLms:
         self.tokens: set[str] = set()
         self.scopes: dict[str, str] = {}  # token -> the scope it was asked for
         self.scores: list[dict] = []  # {"path", "query", "body", "content_type"}
+        self.scores_begun = 0  # score posts received, answered or not yet
+        self.scores_delay_s = 0.0  # how long the score endpoint takes to answer
         self.lineitem_end: str | None = None  # the line item's endDateTime
         self.lineitem_reads: list[dict] = []  # {"path", "accept"} of each GET answered
 
@@ -241,6 +244,8 @@ class FakeLms:
                 return JSONResponse({"error": "bad token"}, 401)
             if self.scores_status is not None:
                 return JSONResponse({"error": "This course is not published."}, self.scores_status)
+            self.scores_begun += 1
+            await asyncio.sleep(self.scores_delay_s)
             self.scores.append(
                 {
                     "path": request.url.path,

@@ -9,7 +9,8 @@ import pytest
 from fake_lms import SCORE_SCOPE
 from test_lti_launch import session_of
 
-from grader.service.lti import Outbox
+from grader.service.lti import LtiStore, Outbox
+from grader.store import open_engine
 
 pytestmark = pytest.mark.service
 
@@ -172,3 +173,18 @@ def test_a_late_submit_posts_its_credited_score(browser, tool, lms):
     assert graded["credit"] == 50 and graded["credited_score"] == 10, graded
     wait_for(lambda: len(lms.scores) == 1, message="the score posted")
     assert (lms.scores[0]["body"]["scoreGiven"], lms.scores[0]["body"]["scoreMaximum"]) == (10, 20)
+
+
+def test_stopping_the_tool_lets_a_post_under_way_end(browser, tool, lms):
+    lms.scores_delay_s = 1.0
+    token = session_of(browser.launch())
+    submit(tool, token, PASSING)
+    wait_for(lambda: lms.scores_begun == 1, message="the score post sent")
+    tool.server.stop()  # the service shuts down while the LMS has not answered yet
+    engine = open_engine(tool.service.settings.resolved_database_url)
+    try:
+        rows = Outbox(LtiStore(engine)).course_rows(1)
+    finally:
+        engine.dispose()
+    assert [row.state for row in rows] == ["sent"]  # answered, and recorded before the close
+    assert len(lms.scores) == 1

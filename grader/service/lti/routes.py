@@ -101,6 +101,10 @@ class DueDates:
         task.add_done_callback(self._tasks.discard)
 
     async def close(self) -> None:
+        """Let reads under way end (each is bounded by READ_TIMEOUT_S, and its date is written
+        before the store closes), then cancel any left."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=READ_TIMEOUT_S + 1.0)
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -63,7 +63,7 @@ def run_judge(argv: list[str] | None = None) -> int:
             pool.wait_filled(WAITS.worker_ready_s)
         ready = {"ready": True, "pid": os.getpid()}
         send(link, {**ready, "grading_wall_seconds": limits.grading_wall_seconds})
-        _serve(link, judge)
+        _serve(link, judge, collect_ahead=not args.one_shot)
     except LinkClosed:
         os.nice(args.nice)
     finally:
@@ -72,8 +72,9 @@ def run_judge(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _serve(link: Connection, judge) -> None:
-    """Answer requests until told to exit or the Grader goes away."""
+def _serve(link: Connection, judge, collect_ahead: bool) -> None:
+    """Answer requests until told to exit or the Grader goes away; `collect_ahead`: collect
+    the next session after each answer (a one-shot judge's only next message is exit)."""
     judge.prepare(None)
     while (message := receive(link)).get("op") == "grade":
         request = GradingRequest.from_message(message)
@@ -83,7 +84,8 @@ def _serve(link: Connection, judge) -> None:
         except Exception:  # a bug of ours: say so, keep serving
             answer = {"error": traceback.format_exc(limit=8)}
         send(link, answer)
-        judge.prepare(request.exercise)
+        if collect_ahead:
+            judge.prepare(request.exercise)
 
 
 def _quiet_stdout() -> None:
@@ -107,11 +109,22 @@ def _log_to_stderr() -> None:
 def _single_threaded_torch() -> None:
     """The judge's tensors are tiny ([B, L] up to 3 x 4096), so a second intra-op thread only
     burns CPU: its spin-waits cost ~0.1 s of CPU a grading, on cores the sandboxed workers
-    and the other judges need."""
+    and the other judges need.
+
+    Then the one lazy import a grading meets here is paid now, while the sandbox's zygote
+    still starts (the worker pays its own, main.warm_up): the first `autograd.grad` with
+    explicit output gradients (a remote call's backward) imports sympy, ~0.3 s of a cold
+    CLI grading's tests otherwise. The judge runs no op on `meta` tensors, so it never
+    imports torch._dynamo (~1 s), and does not pay for it."""
     import torch
 
     torch.set_num_threads(1)
+    leaf = torch.zeros((), requires_grad=True)
+    torch.autograd.grad([leaf * 2], [leaf], [torch.ones(())])
 
 
 if __name__ == "__main__":
-    sys.exit(run_judge())
+    code = run_judge()
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(code)  # no interpreter teardown of torch's modules: 0.1-0.2 s of a cold CLI's end

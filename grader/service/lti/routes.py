@@ -57,8 +57,8 @@ from grader.service.lti.launches import (
     validate_launch,
 )
 from grader.service.lti.pages import fallback_page, instructor_page, refusal_page
-from grader.service.lti.rows import Launch, LtiStore, Platform
-from grader.service.lti.scores import AgsClient, Outbox, Passback, TokenRefused, row_writer
+from grader.service.lti.rows import Launch, LtiStore, Platform, row_writer
+from grader.service.lti.scores import AgsClient, Outbox, Passback, TokenRefused
 from grader.service.schemas import RunRequest, SubmissionItem, SubmissionList, SubmissionView
 from grader.service.views import view_of
 from grader.settings import Settings

@@ -33,6 +33,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine, and_, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from grader.store import Also
 from grader.store.schema import metadata, students
 
 LOGIN_TTL_S = 600  # a login must come back as a launch within 10 minutes
@@ -376,3 +377,14 @@ def _upsert(c: Connection, table, key: dict, changes: dict, defaults: dict) -> i
             found = c.scalar(select(primary).where(where))
     c.execute(update(table).where(where).values(**changes))
     return found
+
+
+def row_writer(user_id: int, link_id: int) -> Also:
+    """Write the outbox row in the transaction that stores the submission it belongs to."""
+
+    def write(c: Connection, submission_id: str) -> None:
+        row = {"submission_id": submission_id, "user_id": user_id, "link_id": link_id}
+        row |= {"state": "pending", "attempts": 0, "next_attempt_at": stamp()}
+        c.execute(insert(lti_scores).values(**row, created_at=stamp()))
+
+    return write

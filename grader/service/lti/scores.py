@@ -1,7 +1,7 @@
 """Grade passback: the outbox (table lti_scores), Assignment and Grade Services (LTI AGS
 2.0, 3.4) and the drainer that posts the outbox's scores.
 
-A row is written in the submission's own transaction (`row_writer`): an acknowledged
+A row is written in the submission's own transaction (`rows.row_writer`): an acknowledged
 Submit always has its row, one that was not has none. Every API node runs a drainer
 (`Passback.start()`, from the app's lifespan); it wakes every POLL_S seconds, or at once
 when a Submit of this node was graded, and claims due rows with a conditional update that
@@ -34,7 +34,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from joserfc import jwt
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import select, update
 
 from grader.service.credits import Terms
 from grader.service.lti.credentials import ToolKeys
@@ -50,7 +50,7 @@ from grader.service.lti.rows import (
     lti_users,
     stamp,
 )
-from grader.store import Also, Store
+from grader.store import Store
 from grader.store.schema import current_submissions, submissions
 from grader.term import credited
 
@@ -59,8 +59,7 @@ log = logging.getLogger(__name__)
 CLAIM_S = 120.0  # longer than a post can take (two requests of at most 20 s each)
 POLL_S = 1.0
 BATCH = 8
-CLOSE_WAIT_S = 5.0  # a round's database calls take ms; a post stuck on a slow LMS is cut,
-# and its row, claimed for CLAIM_S, is posted again by whichever node runs next
+CLOSE_WAIT_S = 5.0  # at close, a round's ms of database calls end; a post stuck longer is cut
 MAX_ATTEMPTS = 12  # with a 30 s start: about 5 hours of trying
 MAX_DELAY_S = 3600.0
 ASSERTION_LIFE_S = 300
@@ -75,17 +74,6 @@ def submission_state():
     s = current_submissions.c
     columns = (s.submission_id, s.exercise, s.status, s.score, s.max_score, s.created_at)
     return select(*columns, s.finished_at).subquery("submission_state")
-
-
-def row_writer(user_id: int, link_id: int) -> Also:
-    """Write the outbox row in the transaction that stores the submission it belongs to."""
-
-    def write(c: Connection, submission_id: str) -> None:
-        row = {"submission_id": submission_id, "user_id": user_id, "link_id": link_id}
-        row |= {"state": "pending", "attempts": 0, "next_attempt_at": stamp()}
-        c.execute(insert(lti_scores).values(**row, created_at=stamp()))
-
-    return write
 
 
 class Outbox:

@@ -28,6 +28,7 @@ from grader.store.listener import Listener
 log = logging.getLogger(__name__)
 
 PRUNE_EVERY_S = 600.0
+PRUNE_CLOSE_WAIT_S = 10.0  # at close, a prune under way (one DELETE) gets this long to end
 POLL_S = 1.0  # a waiting request also reads its grading this often
 
 
@@ -160,8 +161,9 @@ class ServiceState:
 
     async def close(self) -> None:
         self._closing.set()
-        if self._pruner is not None:
-            await self._pruner  # a prune under way ends before the store closes
+        if self._pruner is not None:  # a prune under way ends before the store closes
+            await asyncio.wait({self._pruner}, timeout=PRUNE_CLOSE_WAIT_S)
+            self._pruner.cancel()
         if self._warmup is not None:
             await asyncio.to_thread(self._warmup.join)
         if self.node is not None:

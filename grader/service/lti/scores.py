@@ -318,8 +318,7 @@ class Passback:
             return
         self._closing = True
         self._wake.set()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._task), CLOSE_WAIT_S)
+        await asyncio.wait({self._task}, timeout=CLOSE_WAIT_S)
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task

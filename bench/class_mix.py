@@ -235,9 +235,19 @@ def cost(port: int, entries: list[Entry], prefix: str) -> tuple[dict[str, dict],
     return sums, tally
 
 
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine has spent busy since boot (every process: the server,
+    its judges and workers, the database, these clients), from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(n) for n in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def load(port: int, entries: list[Entry], clients: int, prefix: str):
     """`clients` threads, each its own student, taking the next entry of `entries` until
-    none is left: (elapsed s, [(entry, seconds, outcome)], counters over the load)."""
+    none is left: (elapsed s, [(entry, seconds, outcome)], counters over the load, with the
+    machine's busy CPU seconds as "machine_cpu_s")."""
     todo, lock, done = list(reversed(entries)), threading.Lock(), []
 
     def student(i: int) -> None:
@@ -256,7 +266,7 @@ def load(port: int, entries: list[Entry], clients: int, prefix: str):
             with lock:
                 done.append((entry, seconds, outcome(entry, status, parsed)))
 
-    before = bench.counters(port)
+    before, busy = bench.counters(port), machine_busy_s()
     threads = [threading.Thread(target=student, args=(i,)) for i in range(clients)]
     start = time.perf_counter()
     for thread in threads:
@@ -264,8 +274,9 @@ def load(port: int, entries: list[Entry], clients: int, prefix: str):
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - start
-    after = bench.counters(port)
-    return elapsed, done, {name: after[name] - before.get(name, 0.0) for name in after}
+    after, busy = bench.counters(port), machine_busy_s() - busy
+    spent = {name: after[name] - before.get(name, 0.0) for name in after}
+    return elapsed, done, {**spent, "machine_cpu_s": busy}
 
 
 # ---- one run of one tree --------------------------------------------------------------------
@@ -434,13 +445,15 @@ def measure_server(port, files, references, hung, settings: Settings, cold, pref
         graded = {"gradings": len(done), **spent}
         judge, worker = per_grading(graded, JUDGE_CPU, 1000), per_grading(graded, WORKER_CPU, 1000)
         figures[f"{label} load CPU ms"] = (judge or 0) + (worker or 0)
+        figures[f"{label} machine CPU ms"] = per_grading(graded, "machine_cpu_s", 1000)
         figures[f"{label} load ahead %"] = ahead_share(graded)
         figures[f"{label} load round trips"] = per_grading(graded, ROUND_TRIPS)
         print(
             f"  {what}: {len(done)} gradings by {settings.clients} clients in {elapsed:.1f} s: "
             f"{figures[f'{label} gradings/s']:.2f} gradings/s, p50 "
             f"{figures[f'{label} p50 s']:.2f} s, p95 {figures[f'{label} p95 s']:.2f} s; CPU "
-            f"{figures[f'{label} load CPU ms']:.0f} ms a grading, round trips "
+            f"{figures[f'{label} load CPU ms']:.0f} ms a grading (the whole machine: "
+            f"{fmt(figures[f'{label} machine CPU ms'], ' ms')}), round trips "
             f"{fmt(figures[f'{label} load round trips'], '', 1)}, calls answered ahead "
             f"{fmt(figures[f'{label} load ahead %'], '%')}"
         )

@@ -5,7 +5,7 @@ A plain loop: receive a request, grade it, send the report, then collect the nex
 session while nobody waits (see engine/; the messages are in link.py). With --warm it
 first grades every exercise's reference once, so no student pays for a first import; it
 keeps sandboxed workers started ahead (a WorkerPool), and --one-shot starts one worker and
-no replacement (the CLI grading a single file).
+no replacement, and collects no next session (the CLI grading a single file).
 
 This process is the trusted judge: it never imports or executes student code.
 """

@@ -51,7 +51,7 @@ def run_judge(argv: list[str] | None = None) -> int:
     pool = WorkerPool(workers, limits, refill=not args.one_shot)
     from grader.judge.engine import Judge  # imports torch and pytest
 
-    _single_threaded_torch()
+    _prepare_torch()
     judge = Judge(limits, pool)
     try:
         if args.warm:
@@ -106,8 +106,8 @@ def _log_to_stderr() -> None:
     )
 
 
-def _single_threaded_torch() -> None:
-    """The judge's tensors are tiny ([B, L] up to 3 x 4096), so a second intra-op thread only
+def _prepare_torch() -> None:
+    """One intra-op thread: the judge's tensors are tiny ([B, L] up to 3 x 4096), so a second only
     burns CPU: its spin-waits cost ~0.1 s of CPU a grading, on cores the sandboxed workers
     and the other judges need.
 

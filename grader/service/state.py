@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 
 from grader.mistakes import Signatures, cold_grade_all
 from grader.node import GradingNode, Metrics, build_graders, node_name, recover_lost
+from grader.service.background import end_tasks
 from grader.settings import Settings
 from grader.store import VERDICT_CHANNEL, Admission, Store, open_store
 from grader.store.listener import Listener
@@ -162,8 +163,7 @@ class ServiceState:
     async def close(self) -> None:
         self._closing.set()
         if self._pruner is not None:  # a prune under way ends before the store closes
-            await asyncio.wait({self._pruner}, timeout=PRUNE_CLOSE_WAIT_S)
-            self._pruner.cancel()
+            await end_tasks([self._pruner], PRUNE_CLOSE_WAIT_S)
         if self._warmup is not None:
             await asyncio.to_thread(self._warmup.join)
         if self.node is not None:

@@ -33,6 +33,7 @@ from pydantic import BaseModel
 from sqlalchemy import Engine
 
 from grader.exercise import catalog, default_exercise
+from grader.service.background import end_tasks
 from grader.service.credits import credited_rows
 from grader.service.deps import Service, is_id
 from grader.service.intake import Intake, accept
@@ -103,11 +104,7 @@ class DueDates:
     async def close(self) -> None:
         """Let reads under way end (each is bounded by READ_TIMEOUT_S, and its date is written
         before the store closes), then cancel any left."""
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=READ_TIMEOUT_S + 1.0)
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await end_tasks(self._tasks, READ_TIMEOUT_S + 1.0)
 
     async def _read(self, platform: Platform, lineitem: tuple[str, str], course: str,
                     exercise: str) -> None:  # fmt: skip

@@ -36,6 +36,7 @@ import httpx
 from joserfc import jwt
 from sqlalchemy import select, update
 
+from grader.service.background import end_tasks
 from grader.service.credits import Terms
 from grader.service.lti.credentials import ToolKeys
 from grader.service.lti.launches import SCORE_SCOPE
@@ -318,10 +319,7 @@ class Passback:
             return
         self._closing = True
         self._wake.set()
-        await asyncio.wait({self._task}, timeout=CLOSE_WAIT_S)
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        await end_tasks([self._task], CLOSE_WAIT_S)
 
     async def drain(self) -> int:
         """Post the rows due now; how many this node handled."""

@@ -172,7 +172,8 @@ class WorkerPool:
                             self._zygote_failures)  # fmt: skip
                 self._want_zygote = False
                 return None
-            self._zygote = started_zygote(self.limits)
+            many = self._to_start is None  # a refilled pool forks a worker per grading
+            self._zygote = started_zygote(self.limits, huge_pages=many)
             if self._zygote is None:
                 self._zygote_failures += 1
             return self._zygote

@@ -64,8 +64,8 @@ def run_judge(argv: list[str] | None = None) -> int:
         ready = {"ready": True, "pid": os.getpid()}
         send(link, {**ready, "grading_wall_seconds": limits.grading_wall_seconds})
         _serve(link, judge, collect_ahead=not args.one_shot)
-    except LinkClosed:
-        os.nice(args.nice)
+    except LinkClosed:  # the Grader went away: nothing left to answer
+        pass
     finally:
         judge.close()
         pool.close()

@@ -21,7 +21,9 @@ checked. One run of a tree ("measure") prints, all measured in that run:
            for the reference;
   hung     the looping submission through the warm server;
   mix      the class's mix under load: gradings/s, p50 and p95, whole and right/wrong apart,
-           and the counters over the load;
+           the counters over the load, and the whole machine's CPU a grading split by
+           process: the server (API, node, plots, SQLite), the judges, the zygote, the
+           workers, the bench's own clients, and the rest (kernel threads, others);
   ref      the reference alone, as many gradings by as many clients: the same figures.
 
 With `--baseline PATH` (an older checkout: PATH/.venv/bin/python when present, else this
@@ -244,6 +246,34 @@ def machine_busy_s() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+ROLES = (  # a process's role, from its command line; the first match counts
+    ("judges", "grader.judge.process"),
+    ("zygote", "--zygote"),  # with its forks' own CPU; the workers are counted apart
+    ("server", "grader.service import serve"),  # the API, the node, plots, SQLite
+)
+
+
+def cpu_by_role() -> dict[str, float]:
+    """CPU seconds by role, summed over the live processes: each one's own time and that of
+    its children it has waited for, and this process ("bench clients": the load's own HTTP
+    clients). A worker is killed with its pid namespace once its grading ends, so no parent
+    waits for it and its CPU appears in no process: the judges' worker counter gives it."""
+    tick = os.sysconf("SC_CLK_TCK")
+    spent = {"bench clients": sum(os.times()[:2])}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        role = next((name for name, mark in ROLES if mark in command), None)
+        if role is not None:  # utime, stime, cutime, cstime
+            spent[role] = spent.get(role, 0.0) + sum(int(n) for n in fields[11:15]) / tick
+    return spent
+
+
 def load(port: int, entries: list[Entry], clients: int, prefix: str):
     """`clients` threads, each its own student, taking the next entry of `entries` until
     none is left: (elapsed s, [(entry, seconds, outcome)], counters over the load, with the
@@ -266,7 +296,7 @@ def load(port: int, entries: list[Entry], clients: int, prefix: str):
             with lock:
                 done.append((entry, seconds, outcome(entry, status, parsed)))
 
-    before, busy = bench.counters(port), machine_busy_s()
+    before, busy, roles = bench.counters(port), machine_busy_s(), cpu_by_role()
     threads = [threading.Thread(target=student, args=(i,)) for i in range(clients)]
     start = time.perf_counter()
     for thread in threads:
@@ -276,7 +306,8 @@ def load(port: int, entries: list[Entry], clients: int, prefix: str):
     elapsed = time.perf_counter() - start
     after, busy = bench.counters(port), machine_busy_s() - busy
     spent = {name: after[name] - before.get(name, 0.0) for name in after}
-    return elapsed, done, {**spent, "machine_cpu_s": busy}
+    by_role = {f"{name} cpu_s": s - roles.get(name, 0.0) for name, s in cpu_by_role().items()}
+    return elapsed, done, {**spent, **by_role, "machine_cpu_s": busy}
 
 
 # ---- one run of one tree --------------------------------------------------------------------
@@ -457,6 +488,15 @@ def measure_server(port, files, references, hung, settings: Settings, cold, pref
             f"{fmt(figures[f'{label} load round trips'], '', 1)}, calls answered ahead "
             f"{fmt(figures[f'{label} load ahead %'], '%')}"
         )
+        roles = {name: per_grading(graded, f"{name} cpu_s", 1000) for name in
+                 ("server", "judges", "zygote", "bench clients")}  # fmt: skip
+        roles["workers"] = worker  # a killed worker's CPU reaches no parent: its own count
+        machine = figures[f"{label} machine CPU ms"] or 0.0
+        roles["the rest"] = machine - sum(ms or 0.0 for ms in roles.values())
+        for name, ms in roles.items():
+            figures[f"{label} {name} CPU ms"] = ms
+        print("    the machine's CPU a grading, by process: " + ", ".join(
+            f"{name} {fmt(ms, ' ms')}" for name, ms in roles.items()))  # fmt: skip
         if label == "mix":
             for side, is_right in (("right", True), ("wrong", False)):
                 some = [s for e, s, _ in done if e.right == is_right]

@@ -258,7 +258,7 @@ def cmd_exercises(args: argparse.Namespace) -> int:
 
 
 def cmd_check_exercise(args: argparse.Namespace) -> int:
-    from grader.judge.checkup import check_exercise
+    from grader.judge import check_exercise
 
     folder = Path(args.folder)
     if not folder.is_dir():

@@ -16,6 +16,7 @@ What runs inside a judge process (pytest, torch) is `grader.judge.engine`; impor
 face loads neither, so the CLI's `tiers` and the service's API nodes stay light.
 """
 
+from grader.judge.checkup import check_exercise, grade_one
 from grader.judge.client import JudgeClient, JudgeFailed, JudgeTimeout
 from grader.judge.failures import failed_report, grader_error, grading_timeout
 from grader.judge.grader import MODES, Grader, ProgressBar, grade, grade_files

@@ -18,9 +18,21 @@ LtiService, the LMS's due dates), pages (HTML), commands (the CLI).
 from grader.service.lti.credentials import ToolKeys
 from grader.service.lti.launches import role_of
 from grader.service.lti.routes import LtiService, api_router, router
-from grader.service.lti.rows import Launch, LoginState, LtiStore, later, row_writer
+from grader.service.lti.rows import (
+    Launch,
+    LoginState,
+    LtiStore,
+    later,
+    lti_courses,
+    lti_links,
+    lti_platforms,
+    lti_scores,
+    lti_users,
+    row_writer,
+)
 from grader.service.lti.scores import Outbox
 
 routers = (router, api_router)
 __all__ = ["Launch", "LoginState", "LtiService", "LtiStore", "Outbox", "ToolKeys"]
 __all__ += ["later", "role_of", "routers", "row_writer"]
+__all__ += ["lti_courses", "lti_links", "lti_platforms", "lti_scores", "lti_users"]  # its tables

@@ -15,7 +15,7 @@ import pytest
 
 from grader.cli import main
 from grader.exercise import catalog, default_exercise
-from grader.judge.checkup import check_exercise, grade_one
+from grader.judge import check_exercise, grade_one
 from grader.report import Report
 
 pytestmark = [pytest.mark.slow, pytest.mark.sandbox]

@@ -11,8 +11,8 @@ import sys
 import pytest
 from judge_helpers import build_exercise
 
+from grader.judge import GradingRequest
 from grader.judge.engine import Judge
-from grader.judge.link import GradingRequest
 from grader.sandbox import Limits
 
 TIERS = """

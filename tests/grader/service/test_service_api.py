@@ -295,6 +295,14 @@ def test_shutdown_leaves_a_passed_in_grader_to_its_owner(make_client):
     assert grader.closed is False
 
 
+def test_code_at_the_limit_passes_the_body_limit_however_json_escapes_it(make_client):
+    """A byte of code may take 6 bytes of JSON (\\u0001): the body limit leaves room for that."""
+    client, grader = make_client(max_code_bytes=8192)
+    body = b'{"code": "' + b"\\u0001" * 8192 + b'"}'  # 8,192 bytes of code in 49,164 of JSON
+    response = client.post("/api/run", content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 200 and len(grader.calls) == 1
+
+
 def test_a_chunked_body_over_the_limit_is_413(make_client):
     client, grader = make_client(max_code_bytes=1024)
     chunks = iter([b'{"code": "', b"x" * 20_000, b"x" * 20_000, b'"}'])

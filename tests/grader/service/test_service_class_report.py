@@ -16,7 +16,7 @@ import pytest
 from grader.cli import main
 from grader.exercise import ExerciseError, catalog, load_exercise
 from grader.mistakes import Signatures, hint, known_mistakes
-from grader.service.class_report import class_stats, stats_csv
+from grader.service import class_stats, stats_csv
 from grader.store import GradingResult, Submission, open_store
 from grader.term import Schedule
 

@@ -15,7 +15,7 @@ from sqlalchemy import insert, select
 
 from grader.exercise import default_exercise
 from grader.report import Report, TestResult, TierResult
-from grader.service.lti.rows import lti_courses, lti_links, lti_platforms, lti_scores, lti_users
+from grader.service.lti import lti_courses, lti_links, lti_platforms, lti_scores, lti_users
 
 pytestmark = pytest.mark.service
 
@@ -231,7 +231,7 @@ def test_regrade_preview_apply_and_rollback(make_client):
 
 
 def test_quota_and_a_regrade_on_each_database_with_a_node_lost_mid_way(database_url):
-    from grader.service.regrading import apply_preview, preview, start_preview
+    from grader.service import apply_preview, preview, start_preview
     from grader.store import Admission, GradingResult, QuotaUsed, Submission, open_store
     from grader.term import Quota
 

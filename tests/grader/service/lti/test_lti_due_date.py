@@ -10,7 +10,7 @@ from fake_lms import AGS, CLAIM, SCORE_SCOPE
 from sqlalchemy import select
 from test_lti_passback import wait_for
 
-from grader.service.lti.rows import lti_courses
+from grader.service.lti import lti_courses
 
 TOKEN = "due-date-test-instructor-token-0123456789"
 LINEITEM_TYPE = "application/vnd.ims.lis.v2.lineitem+json"

@@ -23,7 +23,9 @@ checked. One run of a tree ("measure") prints, all measured in that run:
   mix      the class's mix under load: gradings/s, p50 and p95, whole and right/wrong apart,
            the counters over the load, and the whole machine's CPU a grading split by
            process: the server (API, node, plots, SQLite), the judges, the zygote, the
-           workers, the bench's own clients, and the rest (kernel threads, others);
+           workers, the bench's own clients, and the rest (kernel threads, others); then
+           the server's CPU after the phase until it is idle again: the toy's plots of new
+           results, drawn after each verdict, which the phase's own window misses;
   ref      the reference alone, as many gradings by as many clients: the same figures.
 
 With `--baseline PATH` (an older checkout: PATH/.venv/bin/python when present, else this
@@ -274,6 +276,24 @@ def cpu_by_role() -> dict[str, float]:
     return spent
 
 
+SETTLE_LIMIT_S = 180.0  # the longest wait for the server to finish its work after a phase
+
+
+def settle() -> tuple[float, float]:
+    """Wait until the server's work after a load phase is done (the toy's plots of new
+    results are drawn after the verdict, on one thread): until its CPU grows by less than
+    2 % over a second. (seconds waited, the server's CPU seconds over the wait)."""
+    began, start = time.perf_counter(), cpu_by_role().get("server", 0.0)
+    last = start
+    while time.perf_counter() - began < SETTLE_LIMIT_S:
+        time.sleep(1.0)
+        now = cpu_by_role().get("server", 0.0)
+        if now - last < 0.02:
+            return time.perf_counter() - began, now - start
+        last = now
+    return time.perf_counter() - began, last - start
+
+
 def load(port: int, entries: list[Entry], clients: int, prefix: str):
     """`clients` threads, each its own student, taking the next entry of `entries` until
     none is left: (elapsed s, [(entry, seconds, outcome)], counters over the load, with the
@@ -307,7 +327,9 @@ def load(port: int, entries: list[Entry], clients: int, prefix: str):
     after, busy = bench.counters(port), machine_busy_s() - busy
     spent = {name: after[name] - before.get(name, 0.0) for name in after}
     by_role = {f"{name} cpu_s": s - roles.get(name, 0.0) for name, s in cpu_by_role().items()}
-    return elapsed, done, {**spent, **by_role, "machine_cpu_s": busy}
+    waited, after_s = settle()
+    late = {"server after cpu_s": after_s, "settle_s": waited}
+    return elapsed, done, {**spent, **by_role, **late, "machine_cpu_s": busy}
 
 
 # ---- one run of one tree --------------------------------------------------------------------
@@ -497,6 +519,14 @@ def measure_server(port, files, references, hung, settings: Settings, cold, pref
             figures[f"{label} {name} CPU ms"] = ms
         print("    the machine's CPU a grading, by process: " + ", ".join(
             f"{name} {fmt(ms, ' ms')}" for name, ms in roles.items()))  # fmt: skip
+        late = figures[f"{label} server after CPU ms"] = per_grading(
+            graded, "server after cpu_s", 1000
+        )
+        print(
+            f"    and after the phase, until the server was idle ({graded['settle_s']:.1f} s: the "
+            f"toy's plots of its new results, drawn after each verdict): {fmt(late, ' ms')} "
+            "more a grading"
+        )
         if label == "mix":
             for side, is_right in (("right", True), ("wrong", False)):
                 some = [s for e, s, _ in done if e.right == is_right]

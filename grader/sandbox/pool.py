@@ -172,8 +172,7 @@ class WorkerPool:
                             self._zygote_failures)  # fmt: skip
                 self._want_zygote = False
                 return None
-            many = self._to_start is None  # a refilled pool forks a worker per grading
-            self._zygote = started_zygote(self.limits, huge_pages=many)
+            self._zygote = started_zygote(self.limits)
             if self._zygote is None:
                 self._zygote_failures += 1
             return self._zygote

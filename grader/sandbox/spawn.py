@@ -103,13 +103,11 @@ def spawn_worker(
         raise
 
 
-def start_zygote(limits: Limits, huge_pages: bool = False) -> WorkerHandle:
+def start_zygote(limits: Limits) -> WorkerHandle:
     """Start the zygote (worker/zygote.py) at the bwrap level, its fd 3 a SOCK_SEQPACKET
-    socket; the caller checks that the host offers bwrap first. `huge_pages`: see
-    worker/hugepages.py (for a zygote that will fork many workers)."""
+    socket; the caller checks that the host offers bwrap first."""
     python_args = isolation.worker_args(Level.BWRAP, str(WORKER_DIR), WORKER_SCRIPT, [])
     python_args += ["--zygote", "--limits", limits.to_json()]
-    python_args += ["--huge-pages"] if huge_pages else []
     return _spawn(limits, Level.BWRAP, None, str(WORKER_DIR), python_args, zygote=True)
 
 

@@ -87,12 +87,10 @@ def _parse_status(data: bytes) -> tuple[int, float]:
 class ZygoteClient:
     """One zygote process per judge. `fork_worker()` is thread-safe; `close()` ends it."""
 
-    def __init__(self, limits: Limits, huge_pages: bool = False) -> None:
-        """huge_pages: the zygote maps its memory in huge pages first (worker/hugepages.py:
-        ~0.5 s of CPU once, then each worker's forks and exit cost ~15 ms less)."""
+    def __init__(self, limits: Limits) -> None:
         self.limits = limits
         self._lock = threading.Lock()
-        self._handle = spawn.start_zygote(limits, huge_pages)
+        self._handle = spawn.start_zygote(limits)
         self._ready = False
 
     def alive(self) -> bool:
@@ -137,10 +135,7 @@ class ZygoteClient:
         if message.get("op") != Op.READY:
             raise self._fail(f"unexpected first message {message!r}")
         self._ready = True
-        huge_mib = (message.get("huge_page_bytes") or 0) >> 20
-        log.info(
-            "sandbox zygote ready (pid %s, %d MiB in huge pages)", message.get("pid"), huge_mib
-        )
+        log.info("sandbox zygote ready (pid %s)", message.get("pid"))
 
     def _request(self, limits: Limits, uid: int | None) -> WorkerHandle:
         judge_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -216,11 +211,11 @@ def _close_all(*items) -> None:
             item.close() if isinstance(item, socket.socket) else os.close(item)
 
 
-def started_zygote(limits: Limits, huge_pages: bool = False) -> ZygoteClient | None:
+def started_zygote(limits: Limits) -> ZygoteClient | None:
     """A zygote that has said ready, or None (logged) when this host cannot run one."""
     began = time.monotonic()
     try:
-        zygote = ZygoteClient(limits, huge_pages)
+        zygote = ZygoteClient(limits)
         zygote.wait_ready()
     except (ZygoteError, OSError, isolation.IsolationError) as exc:
         log.warning("no sandbox zygote, workers will be spawned: %s", exc)

@@ -13,6 +13,5 @@ imports the same files as `grader.sandbox.worker.*`, so both ends agree on frame
     calls.py     one call: in-place detection, autograd graphs kept under a call id
     rlimits.py   limits applied after `import torch` (address space, CPU, files, processes)
     zygote.py    the zygote: imports torch once, forks one confined worker per grading
-    hugepages.py the zygote's memory in 2 MiB pages: forks and exits copy and free less
     confine.py   the walls a forked worker gets (namespaces, uid, capabilities)
 """

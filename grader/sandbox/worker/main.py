@@ -1,6 +1,6 @@
 """Entry point of the sandboxed worker and of the zygote.
 
-    python -I -B <worker folder>/main.py --limits '<Limits as JSON>' [--zygote [--huge-pages]]
+    python -I -B <worker folder>/main.py --limits '<Limits as JSON>' [--zygote]
 
 Run as a file, this folder is not a package, yet its modules use relative imports (so the
 judge can import the same code as `grader.sandbox.worker`). The bootstrap below loads the
@@ -31,14 +31,13 @@ def start(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="gspo-worker", description="sandboxed worker")
     parser.add_argument("--limits", default="{}", help="the launcher's Limits as JSON")
     parser.add_argument("--zygote", action="store_true", help="fork workers (see zygote.py)")
-    parser.add_argument("--huge-pages", action="store_true", help="zygote: see hugepages.py")
     parser.add_argument("--fd", type=int, default=CHANNEL_FD, help="the connected socket")
     args = parser.parse_args(argv)
     limits = Limits.from_json(args.limits)
     torch.set_num_threads(1)  # no intra-op pool: a pre-started worker stays cheap, and a
     warm_up(torch)  # process that started one must not fork (the zygote does fork)
     if args.zygote:
-        return zygote.run_zygote(args.fd, args.huge_pages)
+        return zygote.run_zygote(args.fd)
     rlimits.apply(limits.as_dict())
     return serve.serve_guarded(socket.socket(fileno=args.fd), limits.wire())
 

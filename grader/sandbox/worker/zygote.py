@@ -10,8 +10,7 @@ message, with the new worker's descriptors attached (SCM_RIGHTS):
     zygote -> judge  {"ok": true, "pid": N} fds: [pidfd of the worker]  |  {"ok": false, "error"}
 
 Each fork makes two processes, each a copy of the zygote's memory (a copy costs the kernel
-about 10 ms of CPU for torch's pages in 4 KiB pages, 2 ms in huge pages: hugepages.py; so
-there is no third). The worker's init is forked
+about 10 ms of CPU for torch's pages, so there is no third). The worker's init is forked
 into a new pid namespace (the zygote enters one for its next child only, then returns to
 its own) and is pid 1 there; it enters new mount, net, ipc and uts namespaces, drops to
 `uid`, and forks the process that serves the judge on fd 3 exactly like a spawned worker.
@@ -33,7 +32,7 @@ import socket
 import sys
 from dataclasses import dataclass
 
-from . import confine, hugepages, rlimits, serve
+from . import confine, rlimits, serve
 from .contract import (
     CHANNEL_FD,
     EXIT_CHILD_FAILED,
@@ -63,18 +62,15 @@ class Running:
         os.close(self.pidfd)
 
 
-def run_zygote(control_fd: int = CHANNEL_FD, huge_pages: bool = False) -> int:
+def run_zygote(control_fd: int = CHANNEL_FD) -> int:
     """Serve fork requests, and report the ends of the workers' inits, until the judge
-    closes the control socket. `huge_pages`: first map the memory in huge pages (a zygote
-    that will fork many workers; it must happen before any fork, since the kernel collapses
-    only pages no other process shares).
+    closes the control socket.
 
     The zygote first moves into a pid namespace of its own making, as its pid 1 (this
     process stays outside as its parent). Returning there after each worker's init is
     forked (enter_pid_namespace) needs CAP_SYS_ADMIN in the user namespace that owns it: a
     zygote without root holds that in its own user namespace, not in the one that owns
     bwrap's pid namespace."""
-    huge_page_bytes = hugepages.collapse() if huge_pages else 0
     confine.new_pid_namespace()
     zygote = os.fork()
     if zygote != 0:
@@ -82,16 +78,15 @@ def run_zygote(control_fd: int = CHANNEL_FD, huge_pages: bool = False) -> int:
         _, status = os.waitpid(zygote, 0)
         return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
     confine.die_with_parent(None)
-    return _serve_forks(control_fd, huge_page_bytes)
+    return _serve_forks(control_fd)
 
 
-def _serve_forks(control_fd: int, huge_page_bytes: int) -> int:
+def _serve_forks(control_fd: int) -> int:
     control = socket.socket(fileno=control_fd)
     own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     running: dict[int, Running] = {}  # by pidfd
     gc.freeze()  # keep the collector from touching (and so copying) the shared pages
-    ready = {"op": Op.READY, "pid": os.getpid(), "huge_page_bytes": huge_page_bytes}
-    control.sendall(json.dumps(ready).encode())
+    control.sendall(json.dumps({"op": Op.READY, "pid": os.getpid()}).encode())
     while True:
         ready = select.select([control, *running], [], [])[0]
         for pidfd in ready:

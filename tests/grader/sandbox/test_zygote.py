@@ -191,31 +191,3 @@ def test_a_forked_worker_imports_what_the_zygote_never_imported(forking_pool):
     """Its fresh /tmp must not hide a venv that lies below /tmp (a CI clone's)."""
     seen, _ = _call(forking_pool, "def f():\n    import pytest\n    return pytest.__version__\n")
     assert isinstance(seen, str) and seen[:1].isdigit(), seen
-
-
-def _huge_pages_offered() -> bool:
-    """MADV_COLLAPSE needs Linux 6.1+ and transparent huge pages not switched off."""
-    try:
-        with open("/sys/kernel/mm/transparent_hugepage/enabled") as setting:
-            offered = "[never]" not in setting.read()
-    except OSError:
-        return False
-    major, minor = (int(part) for part in os.uname().release.split(".")[:2])
-    return offered and (major, minor) >= (6, 1)
-
-
-SMAPS = "def f():\n    return open('/proc/self/smaps_rollup').read()\n"
-
-
-def test_a_forked_worker_starts_with_the_zygotes_memory_in_huge_pages(forking_pool):
-    """A pool that forks a worker per grading has its zygote map torch's memory in 2 MiB
-    pages first (worker/hugepages.py), so each fork and exit copies and frees ~500x fewer
-    page-table entries. The worker sees it in its own memory map."""
-    if not _huge_pages_offered():
-        pytest.skip("this kernel cannot collapse memory into huge pages")
-    smaps, worker = _call(forking_pool, SMAPS)
-    assert worker.forked, smaps
-    huge_kib = int(
-        next(line for line in smaps.splitlines() if line.startswith("AnonHuge")).split()[1]
-    )
-    assert huge_kib >= 32 << 10, smaps  # of ~217 MiB; what the worker wrote to is split off

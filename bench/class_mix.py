@@ -14,19 +14,20 @@ checked. One run of a tree ("measure") prints, all measured in that run:
   cold     `python -c "import torch"` and a cold CLI grading of the reference (fresh
            processes), their ratio; a submission that loops forever graded by a cold CLI;
   warm     paced Submits of the reference: p50, and p50 over the cold CLI's median;
-  cost     each distinct file of the mix once, one at a time, the service's /metrics
-           counters read before and after each: CPU per grading (judge, worker), round trips
-           (`gspo_grader_round_trips_total`, "n/a" where the tree lacks it), the share of
-           student calls answered from calls sent ahead, for right and wrong code apart and
-           for the reference;
-  hung     the looping submission through the warm server;
   mix      the class's mix under load: gradings/s, p50 and p95, whole and right/wrong apart,
            the counters over the load, and the whole machine's CPU a grading split by
            process: the server (API, node, plots, SQLite), the judges, the zygote, the
            workers, the bench's own clients, and the rest (kernel threads, others); then
            the server's CPU after the phase until it is idle again: the toy's plots of new
            results, drawn after each verdict, which the phase's own window misses;
-  ref      the reference alone, as many gradings by as many clients: the same figures.
+  ref      the reference alone, as many gradings by as many clients: the same figures;
+  cost     each distinct file of the mix once, one at a time, the service's /metrics
+           counters read before and after each: CPU per grading (judge, worker), round trips
+           (`gspo_grader_round_trips_total`, "n/a" where the tree lacks it), the share of
+           student calls answered from calls sent ahead, for right and wrong code apart and
+           for the reference. It comes after the load: run first, it drew the plots of every
+           distinct result, and the mix then had none to draw, unlike a real class;
+  hung     the looping submission through the warm server.
 
 With `--baseline PATH` (an older checkout: PATH/.venv/bin/python when present, else this
 python with PYTHONPATH=PATH), the runs alternate baseline and this tree `--rounds` times and
@@ -253,13 +254,17 @@ ROLES = (  # a process's role, from its command line; the first match counts
     ("zygote", "--zygote"),  # with its forks' own CPU; the workers are counted apart
     ("server", "grader.service import serve"),  # the API, the node, plots, SQLite
 )
+# whose CPU a process's ended children were: a judge recycled (every 200 gradings) or
+# replaced is reaped by the server, a zygote by its judge
+CHILDREN_OF = {"server": "judges", "judges": "zygote", "zygote": "zygote"}
 
 
 def cpu_by_role() -> dict[str, float]:
-    """CPU seconds by role, summed over the live processes: each one's own time and that of
-    its children it has waited for, and this process ("bench clients": the load's own HTTP
-    clients). A worker is killed with its pid namespace once its grading ends, so no parent
-    waits for it and its CPU appears in no process: the judges' worker counter gives it."""
+    """CPU seconds by role, summed over the live processes: each one's own time, and that of
+    its children it has waited for counted to the children's role (CHILDREN_OF), and this
+    process ("bench clients": the load's own HTTP clients). A worker is killed with its pid
+    namespace once its grading ends, so no parent waits for it and its CPU appears in no
+    process: the judges' worker counter gives it."""
     tick = os.sysconf("SC_CLK_TCK")
     spent = {"bench clients": sum(os.times()[:2])}
     for entry in Path("/proc").iterdir():
@@ -271,8 +276,10 @@ def cpu_by_role() -> dict[str, float]:
         except OSError:  # ended meanwhile
             continue
         role = next((name for name, mark in ROLES if mark in command), None)
-        if role is not None:  # utime, stime, cutime, cstime
-            spent[role] = spent.get(role, 0.0) + sum(int(n) for n in fields[11:15]) / tick
+        if role is not None:  # utime and stime; then cutime and cstime, its ended children's
+            spent[role] = spent.get(role, 0.0) + sum(int(n) for n in fields[11:13]) / tick
+            heir = CHILDREN_OF[role]
+            spent[heir] = spent.get(heir, 0.0) + sum(int(n) for n in fields[13:15]) / tick
     return spent
 
 
@@ -456,32 +463,6 @@ def measure_server(port, files, references, hung, settings: Settings, cold, pref
         f"passed {ok}/{len(warm)}"
     )
 
-    sums, tally = cost(port, [*references.values(), *files], prefix)
-    print(f"  cost: each distinct file once, one at a time; {tally.line()}")
-    for group in ("right", "wrong", "reference"):
-        s = sums.get(group, {})
-        judge, worker = per_grading(s, JUDGE_CPU, 1000), per_grading(s, WORKER_CPU, 1000)
-        total = judge + worker if judge is not None and worker is not None else None
-        figures[f"{group} CPU ms"] = total
-        figures[f"{group} judge CPU ms"] = judge
-        figures[f"{group} worker CPU ms"] = worker
-        figures[f"{group} round trips"] = per_grading(s, ROUND_TRIPS)
-        figures[f"{group} ahead %"] = ahead_share(s)
-        each = [1000 * seconds for seconds in s.get("cpu_s", [])]
-        spread = f" ({min(each):.0f}-{max(each):.0f})" if len(each) > 1 else ""
-        print(
-            f"    {group:9} ({s.get('gradings', 0)} gradings): CPU {fmt(total, ' ms')}{spread} "
-            f"(judge {fmt(judge, ' ms')} + worker {fmt(worker, ' ms')}), round trips "
-            f"{fmt(figures[f'{group} round trips'], '', 1)}, calls answered ahead "
-            f"{fmt(figures[f'{group} ahead %'], '%')}"
-        )
-    right, wrong = figures["right CPU ms"], figures["wrong CPU ms"]
-    figures["wrong / right CPU"] = wrong / right if right and wrong is not None else None
-    print(
-        f"    wrong / right CPU per grading: {fmt(figures['wrong / right CPU'], 'x', 2)} "
-        f"(target <= 1.1x)"
-    )
-
     mix = [entry for entry in files for _ in range(settings.repeat)]
     random.Random(settings.seed).shuffle(mix)
     reference_only = [references[e.exercise] for e in mix]  # same exercises, same count
@@ -542,6 +523,31 @@ def measure_server(port, files, references, hung, settings: Settings, cold, pref
     ratio = figures["mix gradings/s"] / figures["ref gradings/s"]
     figures["mix / ref gradings/s"] = ratio
     print(f"  class mix / reference only, gradings/s: {ratio:.2f}x")
+    sums, tally = cost(port, [*references.values(), *files], prefix)
+    print(f"  cost: each distinct file once, one at a time; {tally.line()}")
+    for group in ("right", "wrong", "reference"):
+        s = sums.get(group, {})
+        judge, worker = per_grading(s, JUDGE_CPU, 1000), per_grading(s, WORKER_CPU, 1000)
+        total = judge + worker if judge is not None and worker is not None else None
+        figures[f"{group} CPU ms"] = total
+        figures[f"{group} judge CPU ms"] = judge
+        figures[f"{group} worker CPU ms"] = worker
+        figures[f"{group} round trips"] = per_grading(s, ROUND_TRIPS)
+        figures[f"{group} ahead %"] = ahead_share(s)
+        each = [1000 * seconds for seconds in s.get("cpu_s", [])]
+        spread = f" ({min(each):.0f}-{max(each):.0f})" if len(each) > 1 else ""
+        print(
+            f"    {group:9} ({s.get('gradings', 0)} gradings): CPU {fmt(total, ' ms')}{spread} "
+            f"(judge {fmt(judge, ' ms')} + worker {fmt(worker, ' ms')}), round trips "
+            f"{fmt(figures[f'{group} round trips'], '', 1)}, calls answered ahead "
+            f"{fmt(figures[f'{group} ahead %'], '%')}"
+        )
+    right, wrong = figures["right CPU ms"], figures["wrong CPU ms"]
+    figures["wrong / right CPU"] = wrong / right if right and wrong is not None else None
+    print(
+        f"    wrong / right CPU per grading: {fmt(figures['wrong / right CPU'], 'x', 2)} "
+        f"(target <= 1.1x)"
+    )
 
     client = bench.Client(port, f"{prefix}-hung", hung)
     seconds, status, parsed = client.submit()

@@ -252,11 +252,14 @@ def machine_busy_s() -> float:
 ROLES = (  # a process's role, from its command line; the first match counts
     ("judges", "grader.judge.process"),
     ("zygote", "--zygote"),  # with its forks' own CPU; the workers are counted apart
-    ("server", "grader.service import serve"),  # the API, the node, plots, SQLite
+    ("server", "grader.service import serve"),  # the API, the node, SQLite (and plots, in
+    # a tree without a plotting process)
+    ("plots", "spawn_main"),  # the node's plotting process (grader/node/drawing.py)
 )
 # whose CPU a process's ended children were: a judge recycled (every 200 gradings) or
 # replaced is reaped by the server, a zygote by its judge
-CHILDREN_OF = {"server": "judges", "judges": "zygote", "zygote": "zygote"}
+CHILDREN_OF = {"server": "judges", "judges": "zygote", "zygote": "zygote", "plots": "plots"}
+AFTER_ROLES = ("server", "plots")  # what works on after a load phase: the toy's plots
 
 
 def cpu_by_role() -> dict[str, float]:
@@ -286,15 +289,21 @@ def cpu_by_role() -> dict[str, float]:
 SETTLE_LIMIT_S = 180.0  # the longest wait for the server to finish its work after a phase
 
 
+def after_cpu_s() -> float:
+    roles = cpu_by_role()
+    return sum(roles.get(name, 0.0) for name in AFTER_ROLES)
+
+
 def settle() -> tuple[float, float]:
     """Wait until the server's work after a load phase is done (the toy's plots of new
-    results are drawn after the verdict, on one thread): until its CPU grows by less than
-    2 % over a second. (seconds waited, the server's CPU seconds over the wait)."""
-    began, start = time.perf_counter(), cpu_by_role().get("server", 0.0)
+    results are drawn after the verdict, one at a time): until the CPU of the server and
+    its plotting process grows by less than 2 % over a second. (seconds waited, their CPU
+    seconds over the wait)."""
+    began, start = time.perf_counter(), after_cpu_s()
     last = start
     while time.perf_counter() - began < SETTLE_LIMIT_S:
         time.sleep(1.0)
-        now = cpu_by_role().get("server", 0.0)
+        now = after_cpu_s()
         if now - last < 0.02:
             return time.perf_counter() - began, now - start
         last = now
@@ -492,7 +501,7 @@ def measure_server(port, files, references, hung, settings: Settings, cold, pref
             f"{fmt(figures[f'{label} load ahead %'], '%')}"
         )
         roles = {name: per_grading(graded, f"{name} cpu_s", 1000) for name in
-                 ("server", "judges", "zygote", "bench clients")}  # fmt: skip
+                 ("server", "plots", "judges", "zygote", "bench clients")}  # fmt: skip
         roles["workers"] = worker  # a killed worker's CPU reaches no parent: its own count
         machine = figures[f"{label} machine CPU ms"] or 0.0
         roles["the rest"] = machine - sum(ms or 0.0 for ms in roles.values())
@@ -504,7 +513,8 @@ def measure_server(port, files, references, hung, settings: Settings, cold, pref
             graded, "server after cpu_s", 1000
         )
         print(
-            f"    and after the phase, until the server was idle ({graded['settle_s']:.1f} s: the "
+            f"    and after the phase, until the server and its plots were idle "
+            f"({graded['settle_s']:.1f} s: the "
             f"toy's plots of its new results, drawn after each verdict): {fmt(late, ' ms')} "
             "more a grading"
         )

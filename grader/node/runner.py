@@ -24,7 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from grader.exercise import catalog, exercise_version
-from grader.node.drawing import draw_pngs, reference_preview
+from grader.node.drawing import Plotter, reference_preview
 from grader.node.lanes import lanes_of
 from grader.node.metrics import Metrics, outcome_label
 from grader.report import Report
@@ -94,7 +94,8 @@ def recover_lost(
 
 class GradingNode:
     """`on_finished(grading_id)` is called after a report is written (the embedded service
-    wakes the request waiting for it); `draw` draws a toy result's plots as PNG bytes."""
+    wakes the request waiting for it); `draw` draws a toy result's plots as PNG bytes (by
+    default a Plotter of the node's own, closed with it)."""
 
     def __init__(
         self,
@@ -106,7 +107,7 @@ class GradingNode:
         heartbeat_s: float = 2.0,
         stalled_s: float = 10.0,
         on_finished: Callable[[str], None] = lambda grading_id: None,
-        draw: Callable = draw_pngs,
+        draw: Callable | None = None,
         live_judges: int = 1,
         shared_grader=None,
         regrade_lull_s: float = 0.0,
@@ -118,7 +119,8 @@ class GradingNode:
         self.lanes = lanes_of(concurrency, live_judges, 0)
         self.heartbeat_s, self.stalled_s = heartbeat_s, stalled_s
         self.on_finished = on_finished
-        self.draw = draw
+        self._plotter = Plotter() if draw is None else None  # closed with the node
+        self.draw = draw if draw is not None else self._plotter
         self.in_flight = 0
         self.regrade_lull_s = regrade_lull_s
         self._live = 0  # live gradings in flight; with _live_at, under _claims
@@ -161,6 +163,8 @@ class GradingNode:
         # writes to the store, which its owner closes next.
         self._plots.shutdown(wait=True, cancel_futures=True)
         self._previews.shutdown(wait=True, cancel_futures=True)
+        if self._plotter is not None:
+            self._plotter.close()
 
     def _heartbeat(self) -> None:
         while not self._stop.wait(self.heartbeat_s):

@@ -20,7 +20,6 @@ import socket
 import threading
 
 from grader.exercise import catalog
-from grader.node.drawing import warm_plots
 from grader.node.lanes import lanes_of, pool_sizes
 from grader.node.metrics import Metrics
 from grader.node.metrics_server import MetricsServer
@@ -116,7 +115,6 @@ def start_node(concurrency: int | None = None, metrics_port: int | None = None) 
     for each in graders:
         if not each.wait_ready(600.0):
             raise RuntimeError(f"the judges did not start: {each.start_error}")
-    warm_plots(catalog().values())
     node = GradingNode(store, grader, metrics, node_name(), concurrency,
                        settings.heartbeat_seconds, settings.stalled_seconds,
                        live_judges=settings.live_judges, shared_grader=shared,

@@ -1,0 +1,126 @@
+"""A node's Plotter (grader/node/drawing.py): the toy's plots drawn in a process of their own
+at a lower CPU priority, byte for byte what the exercise draws in process; a drawing that
+fails or a process that dies is a PlotError and the next drawing works; a node killed with
+SIGKILL leaves no plotting process behind. Processes are found in /proc, by their parent."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from grader.exercise import catalog
+from grader.node import PlotError, Plotter, draw_pngs
+from grader.node.drawing import PLOTS_NICE, reference_preview
+from grader.store import PREVIEW_DATA
+
+pytestmark = pytest.mark.service
+
+
+def children(parent: int) -> dict[int, tuple[str, int]]:
+    """The live children of `parent`: pid -> (command line, niceness)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if int(fields[1]) == parent and fields[0] != "Z":
+            found[int(entry.name)] = (command, int(fields[16]))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def gspo():
+    return catalog()["gspo"]
+
+
+@pytest.fixture(scope="module")
+def toy(gspo) -> dict:
+    """The reference's toy result, as a report's artifacts keep it."""
+    return json.loads(reference_preview(gspo, draw_pngs)[PREVIEW_DATA])["data"]
+
+
+def test_the_plotter_draws_the_exercises_plots_in_a_process_of_lower_priority(gspo, toy):
+    before = set(children(os.getpid()))
+    plotter = Plotter()
+    try:
+        assert plotter(gspo, toy) == draw_pngs(gspo, toy)  # the same bytes as in process
+        new = {pid: c for pid, c in children(os.getpid()).items() if pid not in before}
+        drawing = {pid: nice for pid, (command, nice) in new.items() if "spawn_main" in command}
+        assert list(drawing.values()) == [min(19, os.nice(0) + PLOTS_NICE)], new
+    finally:
+        plotter.close()
+    assert not any(alive(pid) for pid in drawing)  # closed: the process has ended
+
+
+def test_a_failed_drawing_or_a_dead_plotting_process_is_a_plot_error_and_then_it_draws(gspo, toy):
+    before = set(children(os.getpid()))
+    plotter = Plotter()
+    try:
+        with pytest.raises(PlotError, match="could not be drawn"):
+            plotter(gspo, {"curves": "not a curve"})
+        assert set(plotter(gspo, toy)) == {plot.name for plot in gspo.plots}
+        (pid,) = [p for p, (cmd, _) in children(os.getpid()).items()
+                  if p not in before and "spawn_main" in cmd]  # fmt: skip
+        os.kill(pid, signal.SIGKILL)
+        while alive(pid):
+            time.sleep(0.05)
+        try:  # killed while idle: started again at once, or found dead by this drawing
+            first = plotter(gspo, toy)
+        except PlotError as error:
+            assert "ended" in str(error)
+            first = plotter(gspo, toy)
+        assert first == draw_pngs(gspo, toy)
+    finally:
+        plotter.close()
+
+
+NODE = """
+import sys
+from grader.exercise import catalog
+from grader.node import Plotter
+from grader.node.drawing import reference_preview
+plotter = Plotter()
+reference_preview(catalog()["gspo"], plotter)
+print("drawn", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_node_killed_leaves_no_plotting_process_behind():
+    with subprocess.Popen(
+        [sys.executable, "-c", NODE],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,  # the killed node's resource tracker reports its leftovers
+        text=True,
+    ) as node:
+        try:
+            assert node.stdout.readline().strip() == "drawn"
+            plotting = [p for p, (cmd, _) in children(node.pid).items() if "spawn_main" in cmd]
+            assert len(plotting) == 1, children(node.pid)
+            node.kill()
+            node.wait(timeout=10)
+            deadline = time.monotonic() + 10
+            while alive(plotting[0]) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not alive(plotting[0]), "the plotting process outlived its node"
+        finally:
+            node.kill()

@@ -13,14 +13,16 @@ and the plots follow, and matplotlib never holds the GIL of the process that ser
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import hashlib
-import multiprocessing
 import os
+import socket
+import subprocess
+import sys
 import tempfile
 import threading
-import time
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 from grader.exercise import Exercise, load_module
@@ -74,76 +76,107 @@ def reference_preview(exercise: Exercise, draw=draw_pngs) -> dict[str, bytes]:
 # 10 a plot gets about a tenth of a busy core's share, so it still advances under a long
 # burst of Submits, and takes whatever the judges leave idle.
 PLOTS_NICE = 10
-PARENT_POLL_S = 0.5  # how often the Plotter looks whether its node is still there
-
-
-def _begin_plotting(nice: int, parent_pid: int) -> None:
-    """The Plotter's first step: a session of its own at its lower priority (where the
-    kernel shares CPU between sessions first, a niceness counts only within one: see
-    `session_follows_niceness`), and its own end once its node has gone, even by SIGKILL."""
-    from grader.sandbox.worker.confine import session_follows_niceness
-
-    os.setsid()  # also leaves the terminal's Ctrl-C to the node, which ends it in order
-    os.nice(nice)
-    session_follows_niceness()
-
-    def end_with_parent() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(PARENT_POLL_S)
-        os._exit(0)
-
-    threading.Thread(target=end_with_parent, name="end-with-node", daemon=True).start()
+# The longest a drawing may take before its process is killed: the GSPO toy's three plots
+# take about 1 s of CPU, 10 s at niceness 10 on a busy machine; an experiment.py that loops
+# must not hold every later drawing back.
+DRAWING_LIMIT_S = 120.0
+PLOTTER_EXIT_S = 10.0  # at close, a plotting process gets this long to end on its own
 
 
 class Plotter:
-    """Draws plots like `draw_pngs`, in one child process (started at the first drawing,
-    and again after it died). Any thread may call it; drawings are made one at a time.
+    """Draws plots like `draw_pngs`, in a plotting process of the node's own, one drawing at
+    a time (any thread may call it). The process is started at the first drawing, and again
+    after it died or was killed for running past DRAWING_LIMIT_S; it has a session of its own
+    (where the kernel shares CPU between sessions first, a niceness counts only within one:
+    see `session_follows_niceness`) and ends when its link closes, so a node killed with
+    SIGKILL leaves none behind.
 
         plotter = Plotter()
         pngs = plotter(exercise, result)   # PlotError when they cannot be drawn
         plotter.close()
     """
 
-    def __init__(self, nice: int = PLOTS_NICE):
-        self.nice = nice
-        self._lock = threading.Lock()
-        self._pool: ProcessPoolExecutor | None = None
+    def __init__(self, nice: int = PLOTS_NICE, limit_s: float = DRAWING_LIMIT_S):
+        self.nice, self.limit_s = nice, limit_s
+        self._lock = threading.Lock()  # a drawing, or the process's start and end
+        self._process: subprocess.Popen | None = None
+        self._link: Connection | None = None
 
     def __call__(self, exercise: Exercise, result: dict) -> dict[str, bytes]:
-        for _ in range(2):
-            pool = self._process()
+        with self._lock:
+            if self._process is None or self._process.poll() is not None:
+                self._start()  # never started, or died while idle
             try:
-                future = pool.submit(draw_pngs, exercise, result)
-            except BrokenProcessPool:  # it died while idle (killed): start it again
-                self._forget(pool)
-                continue
-            try:
-                return future.result()
-            except BrokenProcessPool as exc:  # it died while drawing: not again for these
-                self._forget(pool)
+                self._link.send((exercise, result))
+                if not self._link.poll(self.limit_s):
+                    self._end(kill=True)
+                    raise PlotError(f"the plots took more than {self.limit_s:g} s to draw")
+                drawn, value = self._link.recv()
+            except (EOFError, OSError) as exc:
+                self._end()
                 raise PlotError("the plotting process ended while drawing") from exc
-        raise PlotError("the plotting process could not be started")
-
-    def _forget(self, pool: ProcessPoolExecutor) -> None:
-        with self._lock:
-            if self._pool is pool:
-                self._pool = None  # the next drawing starts a new process
-        pool.shutdown(wait=False, cancel_futures=True)
-
-    def _process(self) -> ProcessPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ProcessPoolExecutor(
-                    1,
-                    mp_context=multiprocessing.get_context("spawn"),  # forks no node threads
-                    initializer=_begin_plotting,
-                    initargs=(self.nice, os.getpid()),
-                )
-            return self._pool
+        if not drawn:
+            raise PlotError(value)
+        return value
 
     def close(self) -> None:
-        """End the process once a drawing under way has ended (those not begun are dropped)."""
+        """End the process once a drawing under way has ended."""
         with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+            self._end()
+
+    def _start(self) -> None:
+        self._end()
+        ours, theirs = socket.socketpair()
+        main = "import sys; from grader.node.drawing import serve; sys.exit(serve(sys.argv[1:]))"
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", main, "--fd", str(theirs.fileno()), "--nice", str(self.nice)],
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        theirs.close()
+        self._link = Connection(ours.detach())
+
+    def _end(self, kill: bool = False) -> None:
+        """Close the link (the process ends at its next read) and reap the process; `kill`
+        it at once (a drawing past its limit)."""
+        if self._link is not None:
+            self._link.close()
+            self._link = None
+        if self._process is not None:
+            if kill:
+                self._process.kill()
+            try:
+                self._process.wait(PLOTTER_EXIT_S)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+            self._process = None
+
+
+def serve(argv: list[str]) -> int:
+    """The plotting process: draw each (exercise, result) its node sends, one at a time, and
+    send back (True, PNG bytes by name) or (False, why not), until the node closes the link.
+    The node is trusted and so is what it sends (a report's artifacts it parsed itself)."""
+    from grader.sandbox.worker.confine import session_follows_niceness
+
+    parser = argparse.ArgumentParser(prog="gspo-plotter", description="a node's plotting process")
+    parser.add_argument("--fd", type=int, required=True, help="this end of the node's link")
+    parser.add_argument("--nice", type=int, default=PLOTS_NICE)
+    args = parser.parse_args(argv)
+    os.nice(args.nice)
+    session_follows_niceness()
+    link = Connection(args.fd)
+    while True:
+        try:
+            exercise, result = link.recv()
+        except (EOFError, OSError):  # the node closed the link, or is gone
+            return 0
+        try:
+            answer = (True, draw_pngs(exercise, result))
+        except PlotError as exc:
+            answer = (False, str(exc))
+        except Exception as exc:  # never the student's: the plots' own code or this machine
+            answer = (False, f"the plots could not be drawn: {type(exc).__name__}: {exc}")
+        with contextlib.suppress(OSError):
+            link.send(answer)

@@ -5,6 +5,7 @@ SIGKILL leaves no plotting process behind. Processes are found in /proc, by thei
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -17,10 +18,12 @@ import pytest
 
 from grader.exercise import catalog
 from grader.node import PlotError, Plotter, draw_pngs
-from grader.node.drawing import PLOTS_NICE, reference_preview
+from grader.node.drawing import DRAWING_LIMIT_S, PLOTS_NICE, reference_preview
 from grader.store import PREVIEW_DATA
 
 pytestmark = pytest.mark.service
+
+PLOTTING = "grader.node.drawing import serve"  # in a plotting process's command line
 
 
 def children(parent: int) -> dict[int, tuple[str, int]]:
@@ -63,14 +66,14 @@ def test_the_plotter_draws_the_exercises_plots_in_a_process_of_lower_priority(gs
     try:
         assert plotter(gspo, toy) == draw_pngs(gspo, toy)  # the same bytes as in process
         new = {pid: c for pid, c in children(os.getpid()).items() if pid not in before}
-        drawing = {pid: nice for pid, (command, nice) in new.items() if "spawn_main" in command}
+        drawing = {pid: nice for pid, (command, nice) in new.items() if PLOTTING in command}
         assert list(drawing.values()) == [min(19, os.nice(0) + PLOTS_NICE)], new
     finally:
         plotter.close()
     assert not any(alive(pid) for pid in drawing)  # closed: the process has ended
 
 
-def test_a_failed_drawing_or_a_dead_plotting_process_is_a_plot_error_and_then_it_draws(gspo, toy):
+def test_a_failed_drawing_is_a_plot_error_and_a_dead_plotting_process_is_started_again(gspo, toy):
     before = set(children(os.getpid()))
     plotter = Plotter()
     try:
@@ -78,16 +81,41 @@ def test_a_failed_drawing_or_a_dead_plotting_process_is_a_plot_error_and_then_it
             plotter(gspo, {"curves": "not a curve"})
         assert set(plotter(gspo, toy)) == {plot.name for plot in gspo.plots}
         (pid,) = [p for p, (cmd, _) in children(os.getpid()).items()
-                  if p not in before and "spawn_main" in cmd]  # fmt: skip
-        os.kill(pid, signal.SIGKILL)
+                  if p not in before and PLOTTING in cmd]  # fmt: skip
+        os.kill(pid, signal.SIGKILL)  # as if the OOM killer took it while idle
         while alive(pid):
             time.sleep(0.05)
-        try:  # killed while idle: started again at once, or found dead by this drawing
+        try:  # seen dead, and started again at once; or still ending, and found dead now
             first = plotter(gspo, toy)
         except PlotError as error:
-            assert "ended" in str(error)
+            assert "ended while drawing" in str(error)
             first = plotter(gspo, toy)
         assert first == draw_pngs(gspo, toy)
+    finally:
+        plotter.close()
+
+
+LOOPING = """
+def run_toy(impl):
+    return {}
+
+def render_plots(result, out_dir):
+    while True:
+        pass
+"""
+
+
+def test_a_drawing_past_its_limit_is_killed_and_the_next_one_is_drawn(gspo, toy, tmp_path):
+    (tmp_path / "experiment.py").write_text(LOOPING)
+    looping = dataclasses.replace(gspo, root=tmp_path, id="looping")
+    plotter = Plotter(limit_s=3.0)
+    try:
+        started = time.monotonic()
+        with pytest.raises(PlotError, match="more than 3 s"):
+            plotter(looping, toy)
+        assert time.monotonic() - started < 3.0 + 10.0  # killed, not waited for
+        plotter.limit_s = DRAWING_LIMIT_S  # a new process's start and imports fit in this
+        assert plotter(gspo, toy) == draw_pngs(gspo, toy)
     finally:
         plotter.close()
 
@@ -114,7 +142,7 @@ def test_a_node_killed_leaves_no_plotting_process_behind():
     ) as node:
         try:
             assert node.stdout.readline().strip() == "drawn"
-            plotting = [p for p, (cmd, _) in children(node.pid).items() if "spawn_main" in cmd]
+            plotting = [p for p, (cmd, _) in children(node.pid).items() if PLOTTING in cmd]
             assert len(plotting) == 1, children(node.pid)
             node.kill()
             node.wait(timeout=10)

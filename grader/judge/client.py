@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from multiprocessing.connection import Connection
 
 from grader.judge.link import GradingRequest, LinkClosed, receive, send
@@ -62,10 +63,18 @@ class JudgeClient:
         theirs.close()
         self._stderr = StderrRelay(self.process.stderr, self.process.pid)
         self._link = Connection(ours.detach())
+        # held while a thread reads the link: `kill` from another thread (a Grader closed
+        # while this judge starts) wakes the reader and closes the fd only after it is done,
+        # or the fd's number, free again, could be some other file's when the reader reads
+        self._reading = threading.Lock()
+
+    def _receive(self, timeout: float) -> dict:
+        with self._reading:
+            return receive(self._link, timeout)
 
     def wait_ready(self, timeout: float = WAITS.judge_ready_s) -> None:
         try:
-            message = receive(self._link, timeout)
+            message = self._receive(timeout)
         except (TimeoutError, LinkClosed, ValueError) as error:
             detail = f"{error}{self.log_tail()}"
             self.kill()
@@ -81,7 +90,7 @@ class JudgeClient:
         timeout = 2 * self.grading_wall_seconds + WAITS.judge_margin_s
         try:
             send(self._link, request.message())
-            message = receive(self._link, timeout)
+            message = self._receive(timeout)
         except TimeoutError:
             self.kill()
             raise JudgeTimeout(f"no answer within {timeout:g} s") from None
@@ -111,7 +120,9 @@ class JudgeClient:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError), socket.socket(fileno=os.dup(self._link.fileno())) as end:
+            end.shutdown(socket.SHUT_RDWR)  # EOF for a thread reading the link now
+        with self._reading, contextlib.suppress(OSError):
             self._link.close()
 
     def log_tail(self, limit: int = 1500) -> str:

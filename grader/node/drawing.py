@@ -127,7 +127,10 @@ class Plotter:
     def _start(self) -> None:
         self._end()
         ours, theirs = socket.socketpair()
-        main = "import sys; from grader.node.drawing import serve; sys.exit(serve(sys.argv[1:]))"
+        main = (
+            "import sys; from grader.node.drawing import serve_plots; "
+            "sys.exit(serve_plots(sys.argv[1:]))"
+        )
         self._process = subprocess.Popen(
             [sys.executable, "-c", main, "--fd", str(theirs.fileno()), "--nice", str(self.nice)],
             pass_fds=(theirs.fileno(),),
@@ -154,7 +157,7 @@ class Plotter:
             self._process = None
 
 
-def serve(argv: list[str]) -> int:
+def serve_plots(argv: list[str]) -> int:
     """The plotting process: draw each (exercise, result) its node sends, one at a time, and
     send back (True, PNG bytes by name) or (False, why not), until the node closes the link.
     The node is trusted and so is what it sends (a report's artifacts it parsed itself)."""

@@ -23,7 +23,7 @@ from grader.store import PREVIEW_DATA
 
 pytestmark = pytest.mark.service
 
-PLOTTING = "grader.node.drawing import serve"  # in a plotting process's command line
+PLOTTING = "grader.node.drawing import serve_plots"  # in a plotting process's command line
 
 
 def children(parent: int) -> dict[int, tuple[str, int]]:

@@ -15,9 +15,8 @@ import socket
 import subprocess
 import sys
 import threading
-from multiprocessing.connection import Connection
 
-from grader.judge.link import GradingRequest, LinkClosed, receive, send
+from grader.judge.link import GradingRequest, LinkClosed, receive, send, start_linked
 from grader.judge.stats import GradingStats
 from grader.judge.stderr_relay import StderrRelay
 from grader.report import Report
@@ -46,23 +45,15 @@ class JudgeClient:
     ) -> None:
         self.gradings = 0
         self.grading_wall_seconds = (limits or Limits()).grading_wall_seconds
-        ours, theirs = socket.socketpair()
-        argv = [sys.executable, "-m", "grader.judge.process", "--fd", str(theirs.fileno())]
+        argv = [sys.executable, "-m", "grader.judge.process"]
         argv += ["--limits", limits.to_json()] if limits is not None else []
         argv += ["--warm"] if warm else []
         argv += ["--one-shot"] if one_shot else ["--spare-workers", str(spare_workers)]
         argv += ["--nice", str(nice)] if nice else []
-        self.process = subprocess.Popen(
-            argv,
-            pass_fds=(theirs.fileno(),),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
+        self.process, self._link = start_linked(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
-        theirs.close()
         self._stderr = StderrRelay(self.process.stderr, self.process.pid)
-        self._link = Connection(ours.detach())
         # held while a thread reads the link: `kill` from another thread (a Grader closed
         # while this judge starts) wakes the reader and closes the fd only after it is done,
         # or the fd's number, free again, could be some other file's when the reader reads

@@ -10,11 +10,16 @@ finished Report. Free of torch and pytest: the service imports it.
     judge -> grader   {"report": "<Report as JSON>", "stats": {GradingStats}}
                       | {"error": "<traceback>"}
     grader -> judge   {"op": "exit"} (or EOF)                                the judge exits
+
+`start_linked` starts a process at the other end of such a link: a judge, and a grading
+node's plotting process (grader/node/drawing.py), which sends pickles over its own.
 """
 
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -54,6 +59,25 @@ class GradingRequest:
     @property
     def wanted(self) -> list[str] | None:
         return None if self.tiers is None else list(self.tiers)
+
+
+def start_linked(argv: list[str], **popen_options) -> tuple[subprocess.Popen, Connection]:
+    """Start `argv` in a session of its own, with `--fd N` appended: its end of a socketpair,
+    inherited. The process, and this end as a Connection; `popen_options` go to Popen."""
+    ours, theirs = socket.socketpair()
+    try:
+        process = subprocess.Popen(
+            [*argv, "--fd", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+            start_new_session=True,
+            **popen_options,
+        )
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    return process, Connection(ours.detach())
 
 
 def send(link: Connection, message: dict[str, Any]) -> None:

@@ -17,7 +17,6 @@ import argparse
 import contextlib
 import hashlib
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -125,20 +124,15 @@ class Plotter:
             self._end()
 
     def _start(self) -> None:
+        from grader.judge.link import start_linked
+
         self._end()
-        ours, theirs = socket.socketpair()
         main = (
             "import sys; from grader.node.drawing import serve_plots; "
             "sys.exit(serve_plots(sys.argv[1:]))"
         )
-        self._process = subprocess.Popen(
-            [sys.executable, "-c", main, "--fd", str(theirs.fileno()), "--nice", str(self.nice)],
-            pass_fds=(theirs.fileno(),),
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        theirs.close()
-        self._link = Connection(ours.detach())
+        argv = [sys.executable, "-c", main, "--nice", str(self.nice)]
+        self._process, self._link = start_linked(argv, stdin=subprocess.DEVNULL)
 
     def _end(self, kill: bool = False) -> None:
         """Close the link (the process ends at its next read) and reap the process; `kill`

@@ -16,10 +16,11 @@ checked. One run of a tree ("measure") prints, all measured in that run:
   warm     paced Submits of the reference: p50, and p50 over the cold CLI's median;
   mix      the class's mix under load: gradings/s, p50 and p95, whole and right/wrong apart,
            the counters over the load, and the whole machine's CPU a grading split by
-           process: the server (API, node, plots, SQLite), the judges, the zygote, the
-           workers, the bench's own clients, and the rest (kernel threads, others); then
-           the server's CPU after the phase until it is idle again: the toy's plots of new
-           results, drawn after each verdict, which the phase's own window misses;
+           process: the server (API, node, SQLite), the node's plotting process, the
+           judges, the zygote, the workers, the bench's own clients, and the rest (kernel
+           threads, others); then the CPU of the server and its plotting process after the
+           phase until both are idle again: the toy's plots of new results, drawn after
+           each verdict, which the phase's own window misses;
   ref      the reference alone, as many gradings by as many clients: the same figures;
   cost     each distinct file of the mix once, one at a time, the service's /metrics
            counters read before and after each: CPU per grading (judge, worker), round trips

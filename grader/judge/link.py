@@ -12,7 +12,7 @@ finished Report. Free of torch and pytest: the service imports it.
     grader -> judge   {"op": "exit"} (or EOF)                                the judge exits
 
 `start_linked` starts a process at the other end of such a link: a judge, and a grading
-node's plotting process (grader/node/drawing.py), which sends pickles over its own.
+node's plotting process (grader/plots.py), which sends pickles over its own.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 warm Grader, and write their reports; the embedded service runs one in its own process,
 `gspo-grader worker` runs one per machine (start.py).
 
-    node = GradingNode(store, grader, metrics, name="host-1234", concurrency=2)
+    node = GradingNode(store, grader, metrics, name="host-1234", concurrency=2)  # plotter starts
     node.start()       # heartbeat and claim loops on threads; node.wake() after queueing
     node.close()
 
@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from grader.exercise import catalog, exercise_version
 from grader.node.drawing import Plotter, reference_preview
@@ -63,6 +64,11 @@ def version_of(exercise_id: str) -> str | None:
     that loaded this version (an edit of the folder restarts them)."""
     exercise = catalog().get(exercise_id)
     return exercise_version(exercise) if exercise is not None else None
+
+
+def _experiments() -> list[Path]:
+    """The catalog's experiment.py files, which a node's plotting process imports ahead."""
+    return [e.experiment for e in catalog().values() if e.experiment.is_file()]
 
 
 def recover_lost(
@@ -119,8 +125,8 @@ class GradingNode:
         self.lanes = lanes_of(concurrency, live_judges, 0)
         self.heartbeat_s, self.stalled_s = heartbeat_s, stalled_s
         self.on_finished = on_finished
-        self._plotter = Plotter() if draw is None else None  # closed with the node
-        self.draw = draw if draw is not None else self._plotter
+        self._plotter = None if draw is not None else Plotter(preload=_experiments())
+        self.draw = draw if draw is not None else self._plotter  # closed with the node
         self.in_flight = 0
         self.regrade_lull_s = regrade_lull_s
         self._live = 0  # live gradings in flight; with _live_at, under _claims
@@ -133,6 +139,8 @@ class GradingNode:
         self._threads: list[threading.Thread] = []
         self._plots = ThreadPoolExecutor(1, thread_name_prefix="plots")  # matplotlib: one
         self._previews = ThreadPoolExecutor(1, thread_name_prefix="previews")  # never before plots
+        if self._plotter is not None:  # it imports matplotlib and the toys while judges start
+            self._plotter.start()
 
     def start(self) -> None:
         self.store.beat(self.name)

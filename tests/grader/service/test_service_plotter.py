@@ -23,7 +23,7 @@ from grader.store import PREVIEW_DATA
 
 pytestmark = pytest.mark.service
 
-PLOTTING = "grader.node.drawing import serve_plots"  # in a plotting process's command line
+PLOTTING = "grader.plots import serve_plots"  # in a plotting process's command line
 
 
 def children(parent: int) -> dict[int, tuple[str, int]]:
@@ -152,3 +152,43 @@ def test_a_node_killed_leaves_no_plotting_process_behind():
             assert not alive(plotting[0]), "the plotting process outlived its node"
         finally:
             node.kill()
+
+
+def mapped(pid: int) -> str:
+    """The files a process has mapped (its loaded shared libraries among them)."""
+    return (Path("/proc") / str(pid) / "maps").read_text()
+
+
+def started_child(plotter: Plotter) -> int:
+    """Start the plotter's process; its pid."""
+    before = set(children(os.getpid()))
+    plotter.start()
+    (pid,) = [p for p, (cmd, _) in children(os.getpid()).items()
+              if p not in before and PLOTTING in cmd]  # fmt: skip
+    return pid
+
+
+def test_a_started_plotter_imports_matplotlib_and_its_experiments_before_any_drawing(gspo, toy):
+    """What a node's first plot would otherwise wait for: a new interpreter's matplotlib and
+    torch (the experiment imports it), loaded while the node starts; a plotting process loads
+    nothing of the node's database layers."""
+    bare, warm = Plotter(), Plotter(preload=[gspo.experiment])
+    try:
+        bare_pid, warm_pid = started_child(bare), started_child(warm)
+        deadline = time.monotonic() + 120
+        while not all("ft2font" in mapped(pid) for pid in (bare_pid, warm_pid)) or (
+            "libtorch" not in mapped(warm_pid)
+        ):
+            assert time.monotonic() < deadline, "the preloads were not imported"
+            time.sleep(0.2)
+        for pid in (bare_pid, warm_pid):
+            assert "psycopg" not in mapped(pid) and "sqlalchemy" not in mapped(pid)
+        assert "libtorch" not in mapped(bare_pid)  # no experiment to preload
+        assert warm(gspo, toy) == draw_pngs(gspo, toy)  # the first drawing, in that process
+        assert {pid for pid, (cmd, _) in children(os.getpid()).items() if PLOTTING in cmd} == {
+            bare_pid,
+            warm_pid,
+        }  # it drew in the process it had started
+    finally:
+        bare.close()
+        warm.close()

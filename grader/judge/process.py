@@ -25,6 +25,8 @@ from grader.judge.link import GradingRequest, LinkClosed, receive, send
 from grader.sandbox import WAITS, Limits, WorkerPool
 from grader.sandbox.worker.confine import session_follows_niceness
 
+log = logging.getLogger(__name__)
+
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="grader.judge.process")
@@ -59,8 +61,12 @@ def run_judge(argv: list[str] | None = None) -> int:
                 source = exercise.reference.read_text(encoding="utf-8")
                 judge.grade(GradingRequest(source=source, exercise=exercise.id))
         gc.freeze()  # torch, pytest and the suites stay: keep them out of every later gc pass
-        if not args.one_shot:  # ready means warm: a sandboxed worker is waiting too
-            pool.wait_filled(WAITS.worker_ready_s)
+        if not args.one_shot and not pool.wait_filled(WAITS.worker_ready_s):
+            # ready means warm, a sandboxed worker waiting too; without one, a grading
+            # that finds none starts its own, and the operator learns why
+            why = pool.last_error or "still starting"
+            log.warning("no sandboxed worker was ready after %g s (%s); a grading that finds "
+                        "none starts its own", WAITS.worker_ready_s, why)  # fmt: skip
         ready = {"ready": True, "pid": os.getpid()}
         send(link, {**ready, "grading_wall_seconds": limits.grading_wall_seconds})
         _serve(link, judge, collect_ahead=not args.one_shot)

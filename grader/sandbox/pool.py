@@ -77,10 +77,6 @@ class WorkerPool:
         worker.arm_grading_clock()
         return worker
 
-    def idle_count(self) -> int:
-        with self._cond:
-            return len(self._idle)
-
     def wait_filled(self, timeout: float) -> bool:
         """Block until `size` workers are idle (tests and warm-up); False on timeout."""
         with self._cond:
@@ -113,18 +109,6 @@ class WorkerPool:
             self._want_zygote = False
             if self._zygote is not None:
                 self._zygote.close()
-
-    @property
-    def zygote_pid(self) -> int | None:
-        """The running zygote's launcher (None: none runs now), for operators and tests."""
-        with self._zygote_lock:
-            return self._zygote.pid if self._zygote is not None else None
-
-    @property
-    def forks(self) -> bool:
-        """Whether workers now come from a zygote (False: spawned)."""
-        with self._zygote_lock:
-            return self._want_zygote
 
     def __enter__(self) -> WorkerPool:
         return self

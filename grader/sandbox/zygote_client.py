@@ -96,11 +96,6 @@ class ZygoteClient:
     def alive(self) -> bool:
         return self._handle.alive()
 
-    @property
-    def pid(self) -> int:
-        """The pid of the zygote's launcher: killing it ends the zygote."""
-        return self._handle.pid
-
     def wait_ready(self, timeout: float = WAITS.worker_ready_s) -> None:
         """Block until the zygote has imported torch and said so; ZygoteError if it can't."""
         with self._lock:

@@ -174,6 +174,23 @@ def namespace_members(ns: str) -> list[int]:
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and _pid_ns(int(p)) == ns]
 
 
+def zygotes() -> set[int]:
+    """The live zygote launchers this process started (a pool's zygote is its child, started
+    by whichever of its threads first needed one)."""
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                argv = cmdline.read().split(b"\0")
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] != "Z" and b"--zygote" in argv:
+            found.add(int(pid))
+    return found
+
+
 def view_argv(uid: int | None, binds: list[Path], gid: int | None = None) -> list[str]:
     """bwrap arguments that run a command in a read-only view of the system, this
     interpreter, the repository and `binds`, with world-traversable parents (the interpreter
@@ -203,6 +220,7 @@ class Kit:
     pids_of = staticmethod(pids_of)
     pid_namespace = staticmethod(pid_namespace)
     namespace_members = staticmethod(namespace_members)
+    zygotes = staticmethod(zygotes)
     view_argv = staticmethod(view_argv)
 
 

@@ -42,16 +42,23 @@ SLACK_S = 4.0  # kill, reap and Python overhead on top of a limit, on a loaded m
 
 
 @pytest.fixture(scope="module", params=["forked", "spawned"])
-def pool(request, small_limits):
-    """One pooled worker kept warm, forked from the zygote (the warm path, where the host
-    allows one) or spawned from scratch (the cold path and the fallback): every attack
-    runs against both."""
-    forked = request.param == "forked"
-    if forked and not zygote_possible():
+def forked(request) -> bool:
+    """Whether the workers are forked from the zygote (the warm path, where the host allows
+    one) or spawned from scratch (the cold path and the fallback): every attack runs
+    against both."""
+    if request.param == "forked" and not zygote_possible():
         pytest.skip("no zygote on this host (needs root and bwrap)")
+    return request.param == "forked"
+
+
+@pytest.fixture(scope="module")
+def pool(forked, small_limits):
+    """One pooled worker kept warm, of the kind `forked` says."""
     with WorkerPool(1, small_limits, zygote=forked) as warm:
         assert warm.wait_ready(120), "no pooled worker became ready"
-        assert warm.forks == forked, warm.last_error
+        first = warm.acquire()
+        first.kill()
+        assert first.forked == forked, warm.last_error  # a zygote did not fall back, or none
         yield warm
 
 
@@ -194,26 +201,18 @@ def bystanders(start, kit, tmp_path):
     ],
 )
 def test_killing_the_parent_or_everything_only_kills_the_worker(
-    run, pool, bystanders, attack, under_init
+    run, forked, bystanders, attack, under_init, kit
 ):
     host, other = bystanders
-    zygote = pool.zygote_pid
+    zygotes = kit.zygotes()  # the pool's, when it forks
+    assert bool(zygotes) == forked
     outcome, _, _ = run(f"import os, signal, time\ndef f():\n    {attack}\n    time.sleep(5)\n")
     # as root, a spawned worker's parent is the inner bwrap: it dies with it, a crash
-    init_is_parent = pool.forks or not running_as_root()
+    init_is_parent = forked or not running_as_root()
     expected = under_init if init_is_parent else "Crash"
     assert isinstance(outcome, StudentError) and outcome.type_name == expected, outcome
     assert host.poll() is None and other.alive()
-    assert pool.zygote_pid == zygote and (zygote is None or _running(zygote)), "zygote reached"
-
-
-def _running(pid: int) -> bool:
-    """A live process (not a zombie waiting for its parent)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    assert kit.zygotes() == zygotes, "zygote reached"
 
 
 # -- resources: memory, processes, output, disk ------------------------------------------
@@ -335,12 +334,12 @@ def f():
 """
 
 
-def test_walking_the_file_system_finds_no_exercise_file(pool, handed_out, kit):
+def test_walking_the_file_system_finds_no_exercise_file(forked, handed_out, kit):
     limits = kit.small_limits.replace(call_wall_seconds=20.0, grading_wall_seconds=90.0)
     source = f"REPO = {str(kit.repo)!r}\n{WALK}"
-    slow = WorkerPool(0, limits, zygote=pool.forks)  # the same kind of worker as `pool`
+    slow = WorkerPool(0, limits, zygote=forked)  # the same kind of worker as `pool`
     with slow, open_student(source, functions=("f",), pool=slow) as student:
-        assert student.worker.forked == pool.forks
+        assert student.worker.forked == forked
         assert student.f() == []
 
 

@@ -42,7 +42,7 @@ LEVELS = textwrap.dedent(
     source = "import os\\ndef f():\\n    return [os.getuid(), open('/proc/self/status').read()]\\n"
     with WorkerPool(0, limits, zygote=True) as pool:
         with open_student(source, functions=("f",), pool=pool) as student:
-            out["forked"] = [student.isolation, student.f(), pool.forks]
+            out["forked"] = [student.isolation, student.f(), student.worker.forked]
     print(json.dumps(out))
     """
 )

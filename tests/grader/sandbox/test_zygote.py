@@ -34,7 +34,10 @@ def forking_pool(small_limits):
         pytest.skip("no zygote on this host (needs root and bwrap)")
     with WorkerPool(1, small_limits, zygote=True) as pool:
         assert pool.wait_ready(120), pool.last_error
-        assert pool.forks, pool.last_error
+        first = pool.acquire()
+        first.kill()
+        assert first.forked, pool.last_error  # not spawned: the zygote works here
+        assert pool.wait_ready(60), pool.last_error
         yield pool
 
 
@@ -136,31 +139,37 @@ def test_the_cpu_limit_stops_a_forked_worker_and_says_so(small_limits):
 def test_a_dead_zygote_is_replaced_and_grading_goes_on(small_limits, kit):
     if not zygote_possible():
         pytest.skip("no zygote on this host")
+    before = kit.zygotes()
     with WorkerPool(0, small_limits, zygote=True) as pool:
-        result, _ = _call(pool, "def f(x):\n    return x + 1\n", 1)
-        assert result == 2
-        os.kill(pool.zygote_pid, signal.SIGKILL)  # as if the OOM killer took it
+        result, worker = _call(pool, "def f(x):\n    return x + 1\n", 1)
+        assert result == 2 and worker.forked
+        (zygote,) = kit.zygotes() - before
+        os.kill(zygote, signal.SIGKILL)  # as if the OOM killer took it
         result, _ = _call(pool, "def f(x):\n    return x + 1\n", 1)  # may spawn, once
         assert result == 2
         result, worker = _call(pool, "def f(x):\n    return x + 1\n", 2)
         assert result == 3 and worker.forked  # a new zygote forked it
-        assert pool.forks
+        assert zygote not in kit.zygotes() and len(kit.zygotes() - before) == 1
 
 
 def test_a_zygote_that_refuses_falls_back_to_spawning(small_limits, monkeypatch):
     if not zygote_possible():
         pytest.skip("no zygote on this host")
 
+    asked = 0
+
     def refuse(*args, **kwargs):
+        nonlocal asked
+        asked += 1
         raise ZygoteError("sandbox zygote: refused (test)")
 
     monkeypatch.setattr(ZygoteClient, "fork_worker", refuse)
     with WorkerPool(0, small_limits, zygote=True) as pool:
-        for _ in range(3):
+        for _ in range(4):
             worker = pool.acquire()
             assert not worker.forked  # spawned instead
             worker.kill()
-        assert not pool.forks  # three refusals in a row: the pool stops asking
+        assert asked == 3  # three refusals in a row: the pool stopped asking
         assert "refused" in str(pool.last_error)
 
 
@@ -184,7 +193,11 @@ def test_the_zygote_keeps_a_spare_worker_forked_ahead(forking_pool):
     worker = forking_pool.acquire()
     assert worker.forked and worker.has_spoken(timeout=0)  # ready before it was asked for
     worker.kill()
-    assert forking_pool.wait_ready(60) and forking_pool.idle_count() == 1  # forked again
+    assert forking_pool.wait_ready(60)  # forked again, and has spoken
+    again = forking_pool.acquire()
+    assert again.forked and again.has_spoken(timeout=0) and again.pid != worker.pid
+    again.kill()
+    assert forking_pool.wait_ready(60)
 
 
 def test_a_forked_worker_imports_what_the_zygote_never_imported(forking_pool):

@@ -255,7 +255,7 @@ ROLES = (  # a process's role, from its command line; the first match counts
     ("zygote", "--zygote"),  # with its forks' own CPU; the workers are counted apart
     ("server", "grader.service import serve"),  # the API, the node, SQLite (and plots, in
     # a tree without a plotting process)
-    ("plots", "grader.plots import serve_plots"),  # the node's plotting process
+    ("plots", " import serve_plots"),  # the node's plotting process (before 740a01d too)
 )
 # whose CPU a process's ended children were: a judge recycled (every 200 gradings) or
 # replaced is reaped by the server, a zygote by its judge

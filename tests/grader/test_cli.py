@@ -181,46 +181,6 @@ def test_doctor_prints_the_isolation_report_and_versions(capsys):
     assert f"torch {torch.__version__}" in out and "gspo-grader 0.1.0" in out
 
 
-@pytest.mark.parametrize(
-    ("argv", "expected"),
-    [
-        ([], ("0.0.0.0", 8123, "env-data")),  # no option: the environment decides
-        (["--host", "127.0.0.2", "--port", "8124", "--data-dir", "{tmp}/cli-data"],
-         ("127.0.0.2", 8124, "cli-data")),  # an option given wins over the environment
-    ],
-    ids=["environment", "options"],
-)  # fmt: skip
-def test_serve_takes_host_port_and_data_dir_from_the_environment_unless_given(
-    monkeypatch, tmp_path, argv, expected
-):
-    import uvicorn
-
-    from grader.settings import Settings
-
-    started = {}
-
-    def fake_run(server, *args, **kwargs):  # where uvicorn would bind the socket
-        config = server.config
-        started.update(host=config.host, port=config.port)
-        started["caps"] = (config.limit_concurrency, config.timeout_keep_alive)
-        started["head_bytes"] = config.h11_max_incomplete_event_size
-
-    def fake_app(settings: Settings, grader=None):
-        started["data_dir"] = settings.data_dir.name
-        return object()
-
-    monkeypatch.setattr(uvicorn.Server, "run", fake_run)
-    monkeypatch.setattr("grader.service.server.create_app", fake_app)
-    monkeypatch.setattr("grader.service.server.check_sandbox", lambda: None)
-    monkeypatch.setenv("GSPO_GRADER_HOST", "0.0.0.0")
-    monkeypatch.setenv("GSPO_GRADER_PORT", "8123")
-    monkeypatch.setenv("GSPO_GRADER_DATA_DIR", str(tmp_path / "env-data"))
-    monkeypatch.delenv("GSPO_GRADER_DATABASE_URL", raising=False)
-    assert main(["serve", *(arg.format(tmp=tmp_path) for arg in argv)]) == 0
-    assert (started["host"], started["port"], started["data_dir"]) == expected
-    assert started["caps"] == (1000, 5) and started["head_bytes"] == 64 * 1024  # the defaults
-
-
 def test_doctor_warns_when_the_data_folder_is_open_to_other_users(capsys, monkeypatch, tmp_path):
     data = tmp_path / "data"
     data.mkdir(mode=0o755)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from procs import processes
 
 from grader.sandbox import (
     GIB,
@@ -147,11 +148,7 @@ def _pid_ns(pid: int) -> str | None:
 
 
 def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as listing:
-            return [int(child) for child in listing.read().split()]
-    except OSError:
-        return []
+    return [p.pid for p in processes() if p.ppid == pid]
 
 
 def pid_namespace(worker: WorkerHandle) -> str:
@@ -177,18 +174,8 @@ def namespace_members(ns: str) -> list[int]:
 def zygotes() -> set[int]:
     """The live zygote launchers this process started (a pool's zygote is its child, started
     by whichever of its threads first needed one)."""
-    found = set()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                argv = cmdline.read().split(b"\0")
-        except OSError:
-            continue
-        if int(fields[1]) == os.getpid() and fields[0] != "Z" and b"--zygote" in argv:
-            found.add(int(pid))
-    return found
+    me = os.getpid()
+    return {p.pid for p in processes() if p.ppid == me and p.state != "Z" and "--zygote" in p.argv}
 
 
 def view_argv(uid: int | None, binds: list[Path], gid: int | None = None) -> list[str]:

@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+from procs import processes
 
 from grader.sandbox import WorkerPool
 from grader.sandbox.remote import open_student
@@ -20,20 +21,14 @@ IDLE = "import os\nprint(os.getpid(), flush=True)\nos.read(3, 1)\n"
 
 
 def idle_processes(with_wrappers: bool = False) -> list[int]:
-    """Host pids of the interpreters running the idle script, of any pool (from /proc);
-    with wrappers, the setpriv and bwrap processes above them too."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                argv = cmdline.read().split(b"\0")
-        except OSError:
-            continue
-        # the interpreter itself; the setpriv and bwrap processes above it name it too
-        python = os.path.basename(argv[0]).startswith(b"python")
-        if (with_wrappers or python) and any(a.endswith(b"/idle.py") for a in argv):
-            found.append(int(pid))
-    return found
+    """Host pids of the interpreters running the idle script, of any pool (procs.py); with
+    wrappers, the setpriv and bwrap processes above them too (they name the script too)."""
+    return [
+        p.pid
+        for p in processes()
+        if (with_wrappers or p.program.startswith("python"))
+        and any(arg.endswith("/idle.py") for arg in p.argv)
+    ]
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """A node's Plotter (grader/node/drawing.py): the toy's plots drawn in a process of their own
 at a lower CPU priority, byte for byte what the exercise draws in process; a drawing that
 fails or a process that dies is a PlotError and the next drawing works; a node killed with
-SIGKILL leaves no plotting process behind. Processes are found in /proc, by their parent."""
+SIGKILL leaves no plotting process behind. Processes are found in /proc (procs.py), by their
+parent."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from procs import alive, processes
 
 from grader.exercise import catalog
 from grader.node import PlotError, Plotter, draw_pngs
@@ -28,25 +30,7 @@ PLOTTING = "grader.plots import serve_plots"  # in a plotting process's command 
 
 def children(parent: int) -> dict[int, tuple[str, int]]:
     """The live children of `parent`: pid -> (command line, niceness)."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if int(fields[1]) == parent and fields[0] != "Z":
-            found[int(entry.name)] = (command, int(fields[16]))
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    return {p.pid: (p.command, p.nice) for p in processes() if p.ppid == parent and p.state != "Z"}
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from procs import processes
 
 from grader.exercise import REPO_ROOT, default_exercise
 
@@ -69,16 +71,7 @@ class ServerProcess:
 
     def session_pids(self) -> list[int]:
         """Processes still in the server's session (its grader's judges and helpers)."""
-        pids = []
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                except OSError:
-                    continue
-                if int(fields[3]) == self.process.pid:  # field 6 of stat: session id
-                    pids.append(int(entry.name))
-        return pids
+        return [p.pid for p in processes() if p.session == self.process.pid]
 
     def kill_session(self) -> None:
         self.http.close()
@@ -167,3 +160,83 @@ def test_serve_refuses_to_start_on_a_bad_setting_or_a_broken_tier_registry(tmp_p
     assert done.returncode == 2, done.stderr[-2000:]
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("gspo-grader: error: ") and words in last, done.stderr[-2000:]
+
+
+def status_of_a_slow_head(host: str, port: int, pad_bytes: int) -> bytes:
+    """The status line answering a GET whose head arrives in two parts, the first holding a
+    header of `pad_bytes`: the server holds an incomplete head up to its cap, no further."""
+    with socket.create_connection((host, port), timeout=30) as connection:
+        head = f"GET /api/exercise HTTP/1.1\r\nHost: {host}\r\nX-Pad: {'a' * pad_bytes}"
+        connection.sendall(head.encode())
+        time.sleep(0.5)  # the server reads what came, and waits for the rest
+        with contextlib.suppress(OSError):  # refused already: it may have closed
+            connection.sendall(b"\r\nConnection: close\r\n\r\n")
+        answer = b""
+        while chunk := connection.recv(1 << 16):
+            answer += chunk
+    return answer.split(b"\r\n", 1)[0]
+
+
+@pytest.mark.parametrize(
+    ("options", "where"),
+    [
+        ([], ("127.0.0.2", "env")),  # no option: the environment decides
+        (["--host", "127.0.0.3", "--port", "{port}", "--data-dir", "{tmp}/cli"],
+         ("127.0.0.3", "cli")),  # an option given wins over the environment
+    ],
+    ids=["environment", "options"],
+)  # fmt: skip
+def test_gspo_grader_serve_listens_where_its_options_or_else_the_environment_say(
+    tmp_path, options, where
+):
+    """`gspo-grader serve` for real: where it listens and keeps its data, a request head held
+    while incomplete up to http_max_header_bytes (64 KiB; h11's own default is 16 KiB) and
+    no further, and idle keep-alive connections closed after http_keep_alive_seconds (5 s)."""
+    ports = {"env": free_port(), "cli": free_port()}
+    env = {**os.environ, **SLACK_ENV, "GSPO_GRADER_POOL_SIZE": "1"}
+    env |= {"GSPO_GRADER_MAX_CONCURRENT": "1", "GSPO_GRADER_HOST": "127.0.0.2"}
+    env |= {"GSPO_GRADER_PORT": str(ports["env"]), "GSPO_GRADER_DATA_DIR": str(tmp_path / "env")}
+    env.pop("GSPO_GRADER_DATABASE_URL", None)
+    argv = [sys.executable, "-m", "grader", "serve"]
+    argv += [arg.format(port=ports["cli"], tmp=tmp_path) for arg in options]
+    host, which = where
+    url = f"http://{host}:{ports[which]}"
+    with open(tmp_path / "serve.log", "wb") as log:
+        process = subprocess.Popen(
+            argv, start_new_session=True, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        with httpx.Client(base_url=url, timeout=60) as http:
+            deadline = time.monotonic() + 120
+            while True:
+                assert process.poll() is None, (tmp_path / "serve.log").read_text()[-2000:]
+                assert time.monotonic() < deadline, "it did not listen where expected"
+                with contextlib.suppress(httpx.TransportError):
+                    if http.get("/api/exercise").status_code == 200:
+                        break
+                time.sleep(0.2)
+            assert (tmp_path / which / "grader.sqlite3").is_file()
+            assert not (tmp_path / ("cli" if which == "env" else "env")).exists()
+        assert status_of_a_slow_head(host, ports[which], 40 << 10) == b"HTTP/1.1 200 OK"
+        assert status_of_a_slow_head(host, ports[which], 80 << 10) == b"HTTP/1.1 400 Bad Request"
+        with socket.create_connection((host, ports[which]), timeout=30) as idle:
+            idle.sendall(f"GET /api/exercise HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+            received = b""
+            while b"\r\n\r\n" not in received:
+                received += idle.recv(1 << 16)
+            head, body = received.split(b"\r\n\r\n", 1)
+            assert head.startswith(b"HTTP/1.1 200"), head
+            length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+            while len(body) < length:
+                body += idle.recv(1 << 16)
+            answered = time.monotonic()
+            assert idle.recv(1) == b""  # closed by the server (a 30 s wait raises instead)
+            assert 4.0 <= time.monotonic() - answered <= 15.0  # kept alive about 5 s
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(60)
+        finally:
+            for pid in [p.pid for p in processes() if p.session == process.pid]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)

@@ -8,7 +8,7 @@ The embedded service runs a GradingNode in its own process. Nothing here imports
 framework, so a grading node loads none.
 """
 
-from grader.node.drawing import PlotError, Plotter, draw_pngs
+from grader.node.drawing import DRAWING_LIMIT_S, Plotter, reference_preview
 from grader.node.lanes import Lanes, lanes_of, pool_sizes
 from grader.node.metrics import Metrics, outcome_label
 from grader.node.metrics_server import MetricsServer

@@ -1,8 +1,8 @@
-"""A node's Plotter (grader/node/drawing.py): the toy's plots drawn in a process of their own
-at a lower CPU priority, byte for byte what the exercise draws in process; a drawing that
-fails or a process that dies is a PlotError and the next drawing works; a node killed with
-SIGKILL leaves no plotting process behind. Processes are found in /proc (procs.py), by their
-parent."""
+"""A node's Plotter (grader/node/drawing.py; the drawing is grader/plots.py): the toy's plots
+drawn in a process of their own at a lower CPU priority, byte for byte what the exercise
+draws in process; a drawing that fails or a process that dies is a PlotError and the next
+drawing works; a node killed with SIGKILL leaves no plotting process behind. Processes are
+found in /proc (procs.py), by their parent."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import pytest
 from procs import alive, processes
 
 from grader.exercise import catalog
-from grader.node import PlotError, Plotter, draw_pngs
-from grader.node.drawing import DRAWING_LIMIT_S, PLOTS_NICE, reference_preview
+from grader.node import DRAWING_LIMIT_S, Plotter, reference_preview
+from grader.plots import PLOTS_NICE, PlotError, draw_pngs
 from grader.store import PREVIEW_DATA
 
 pytestmark = pytest.mark.service
@@ -107,8 +107,7 @@ def test_a_drawing_past_its_limit_is_killed_and_the_next_one_is_drawn(gspo, toy,
 NODE = """
 import sys
 from grader.exercise import catalog
-from grader.node import Plotter
-from grader.node.drawing import reference_preview
+from grader.node import Plotter, reference_preview
 plotter = Plotter()
 reference_preview(catalog()["gspo"], plotter)
 print("drawn", flush=True)

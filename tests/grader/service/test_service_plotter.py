@@ -28,9 +28,13 @@ pytestmark = pytest.mark.service
 PLOTTING = "grader.plots import serve_plots"  # in a plotting process's command line
 
 
-def children(parent: int) -> dict[int, tuple[str, int]]:
-    """The live children of `parent`: pid -> (command line, niceness)."""
-    return {p.pid: (p.command, p.nice) for p in processes() if p.ppid == parent and p.state != "Z"}
+def plotting(parent: int) -> dict[int, int]:
+    """The live plotting processes among the children of `parent`: pid -> niceness."""
+    return {
+        p.pid: p.nice
+        for p in processes()
+        if p.ppid == parent and p.state != "Z" and PLOTTING in p.command
+    }
 
 
 @pytest.fixture(scope="module")
@@ -45,27 +49,25 @@ def toy(gspo) -> dict:
 
 
 def test_the_plotter_draws_the_exercises_plots_in_a_process_of_lower_priority(gspo, toy):
-    before = set(children(os.getpid()))
+    before = set(plotting(os.getpid()))
     plotter = Plotter()
     try:
         assert plotter(gspo, toy) == draw_pngs(gspo, toy)  # the same bytes as in process
-        new = {pid: c for pid, c in children(os.getpid()).items() if pid not in before}
-        drawing = {pid: nice for pid, (command, nice) in new.items() if PLOTTING in command}
-        assert list(drawing.values()) == [min(19, os.nice(0) + PLOTS_NICE)], new
+        drawing = {pid: nice for pid, nice in plotting(os.getpid()).items() if pid not in before}
+        assert list(drawing.values()) == [min(19, os.nice(0) + PLOTS_NICE)], drawing
     finally:
         plotter.close()
     assert not any(alive(pid) for pid in drawing)  # closed: the process has ended
 
 
 def test_a_failed_drawing_is_a_plot_error_and_a_dead_plotting_process_is_started_again(gspo, toy):
-    before = set(children(os.getpid()))
+    before = set(plotting(os.getpid()))
     plotter = Plotter()
     try:
         with pytest.raises(PlotError, match="could not be drawn"):
             plotter(gspo, {"curves": "not a curve"})
         assert set(plotter(gspo, toy)) == {plot.name for plot in gspo.plots}
-        (pid,) = [p for p, (cmd, _) in children(os.getpid()).items()
-                  if p not in before and PLOTTING in cmd]  # fmt: skip
+        (pid,) = set(plotting(os.getpid())) - before
         os.kill(pid, signal.SIGKILL)  # as if the OOM killer took it while idle
         while alive(pid):
             time.sleep(0.05)
@@ -125,14 +127,14 @@ def test_a_node_killed_leaves_no_plotting_process_behind():
     ) as node:
         try:
             assert node.stdout.readline().strip() == "drawn"
-            plotting = [p for p, (cmd, _) in children(node.pid).items() if PLOTTING in cmd]
-            assert len(plotting) == 1, children(node.pid)
+            drawing = list(plotting(node.pid))
+            assert len(drawing) == 1, drawing
             node.kill()
             node.wait(timeout=10)
             deadline = time.monotonic() + 10
-            while alive(plotting[0]) and time.monotonic() < deadline:
+            while alive(drawing[0]) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            assert not alive(plotting[0]), "the plotting process outlived its node"
+            assert not alive(drawing[0]), "the plotting process outlived its node"
         finally:
             node.kill()
 
@@ -144,10 +146,9 @@ def mapped(pid: int) -> str:
 
 def started_child(plotter: Plotter) -> int:
     """Start the plotter's process; its pid."""
-    before = set(children(os.getpid()))
+    before = set(plotting(os.getpid()))
     plotter.start()
-    (pid,) = [p for p, (cmd, _) in children(os.getpid()).items()
-              if p not in before and PLOTTING in cmd]  # fmt: skip
+    (pid,) = set(plotting(os.getpid())) - before
     return pid
 
 
@@ -168,10 +169,7 @@ def test_a_started_plotter_imports_matplotlib_and_its_experiments_before_any_dra
             assert "psycopg" not in mapped(pid) and "sqlalchemy" not in mapped(pid)
         assert "libtorch" not in mapped(bare_pid)  # no experiment to preload
         assert warm(gspo, toy) == draw_pngs(gspo, toy)  # the first drawing, in that process
-        assert {pid for pid, (cmd, _) in children(os.getpid()).items() if PLOTTING in cmd} == {
-            bare_pid,
-            warm_pid,
-        }  # it drew in the process it had started
+        assert set(plotting(os.getpid())) == {bare_pid, warm_pid}  # it drew in its own
     finally:
         bare.close()
         warm.close()

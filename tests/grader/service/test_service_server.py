@@ -41,26 +41,36 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    def __init__(self, data_dir: Path, log_path: Path):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, **SLACK_ENV, "GSPO_GRADER_POOL_SIZE": "1"}
-        env["GSPO_GRADER_MAX_CONCURRENT"] = "1"
-        env["GSPO_GRADER_LOG_LEVEL"] = "info"
+    """A service started as `argv` in a session of its own, listening at `host`:`port`, with
+    one judge and the sandbox's slack; `env` adds to (or, as None, removes from) its
+    environment."""
+
+    def __init__(self, argv: list[str], host: str, port: int, log_path: Path, env=None):
+        self.port = port
+        self.url = f"http://{host}:{port}"
+        merged = {**os.environ, **SLACK_ENV, "GSPO_GRADER_POOL_SIZE": "1"}
+        merged |= {"GSPO_GRADER_MAX_CONCURRENT": "1", **(env or {})}
+        merged = {name: value for name, value in merged.items() if value is not None}
         self.log_path = log_path
-        code = "from grader.service import serve; import sys; serve(*sys.argv[1:])"
-        argv = [sys.executable, "-c", code, "127.0.0.1", str(self.port), str(data_dir)]
         with open(log_path, "wb") as log:
             self.process = subprocess.Popen(
-                argv, start_new_session=True, env=env, stdout=log, stderr=subprocess.STDOUT
+                argv, start_new_session=True, env=merged, stdout=log, stderr=subprocess.STDOUT
             )
         self.http = httpx.Client(base_url=self.url, timeout=300)
+
+    @classmethod
+    def embedded(cls, data_dir: Path, log_path: Path) -> ServerProcess:
+        """`grader.service.serve` on 127.0.0.1, a free port and `data_dir`."""
+        port = free_port()
+        code = "from grader.service import serve; import sys; serve(*sys.argv[1:])"
+        argv = [sys.executable, "-c", code, "127.0.0.1", str(port), str(data_dir)]
+        return cls(argv, "127.0.0.1", port, log_path, {"GSPO_GRADER_LOG_LEVEL": "info"})
 
     def wait(self, path: str, timeout: float = 300) -> None:
         """Until GET `path` answers 200 (/api/exercise: listening; /healthz: warm)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            assert self.process.poll() is None, "the server exited"
+            assert self.process.poll() is None, self.log_path.read_text()[-2000:]
             try:
                 if self.http.get(path).status_code == 200:
                     return
@@ -87,7 +97,7 @@ def start_server(tmp_path):
     started: list[ServerProcess] = []
 
     def start() -> ServerProcess:
-        server = ServerProcess(tmp_path / "data", tmp_path / f"server-{len(started)}.log")
+        server = ServerProcess.embedded(tmp_path / "data", tmp_path / f"server-{len(started)}.log")
         started.append(server)
         return server
 
@@ -193,30 +203,16 @@ def test_gspo_grader_serve_listens_where_its_options_or_else_the_environment_say
     while incomplete up to http_max_header_bytes (64 KiB; h11's own default is 16 KiB) and
     no further, and idle keep-alive connections closed after http_keep_alive_seconds (5 s)."""
     ports = {"env": free_port(), "cli": free_port()}
-    env = {**os.environ, **SLACK_ENV, "GSPO_GRADER_POOL_SIZE": "1"}
-    env |= {"GSPO_GRADER_MAX_CONCURRENT": "1", "GSPO_GRADER_HOST": "127.0.0.2"}
-    env |= {"GSPO_GRADER_PORT": str(ports["env"]), "GSPO_GRADER_DATA_DIR": str(tmp_path / "env")}
-    env.pop("GSPO_GRADER_DATABASE_URL", None)
+    env = {"GSPO_GRADER_HOST": "127.0.0.2", "GSPO_GRADER_PORT": str(ports["env"])}
+    env |= {"GSPO_GRADER_DATA_DIR": str(tmp_path / "env"), "GSPO_GRADER_DATABASE_URL": None}
     argv = [sys.executable, "-m", "grader", "serve"]
     argv += [arg.format(port=ports["cli"], tmp=tmp_path) for arg in options]
     host, which = where
-    url = f"http://{host}:{ports[which]}"
-    with open(tmp_path / "serve.log", "wb") as log:
-        process = subprocess.Popen(
-            argv, start_new_session=True, env=env, stdout=log, stderr=subprocess.STDOUT
-        )
+    server = ServerProcess(argv, host, ports[which], tmp_path / "serve.log", env)
     try:
-        with httpx.Client(base_url=url, timeout=60) as http:
-            deadline = time.monotonic() + 120
-            while True:
-                assert process.poll() is None, (tmp_path / "serve.log").read_text()[-2000:]
-                assert time.monotonic() < deadline, "it did not listen where expected"
-                with contextlib.suppress(httpx.TransportError):
-                    if http.get("/api/exercise").status_code == 200:
-                        break
-                time.sleep(0.2)
-            assert (tmp_path / which / "grader.sqlite3").is_file()
-            assert not (tmp_path / ("cli" if which == "env" else "env")).exists()
+        server.wait("/api/exercise", timeout=120)  # listening where expected
+        assert (tmp_path / which / "grader.sqlite3").is_file()
+        assert not (tmp_path / ("cli" if which == "env" else "env")).exists()
         assert status_of_a_slow_head(host, ports[which], 40 << 10) == b"HTTP/1.1 200 OK"
         assert status_of_a_slow_head(host, ports[which], 80 << 10) == b"HTTP/1.1 400 Bad Request"
         with socket.create_connection((host, ports[which]), timeout=30) as idle:
@@ -233,10 +229,4 @@ def test_gspo_grader_serve_listens_where_its_options_or_else_the_environment_say
             assert idle.recv(1) == b""  # closed by the server (a 30 s wait raises instead)
             assert 4.0 <= time.monotonic() - answered <= 15.0  # kept alive about 5 s
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(60)
-        finally:
-            for pid in [p.pid for p in processes() if p.session == process.pid]:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+        server.kill_session()

@@ -20,6 +20,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from grader.exercise import Exercise, load_module
+from grader.judge.link import start_linked
 from grader.plots import PLOTS_NICE, PlotError, draw_pngs, experiment_module
 from grader.report import Artifacts
 from grader.store import PREVIEW_DATA
@@ -102,8 +103,6 @@ class Plotter:
         """The process, started if it never was or died while idle (the OOM killer)."""
         if self._process is not None and self._process.poll() is None:
             return
-        from grader.judge.link import start_linked
-
         self._end()
         main = (
             "import sys; from grader.plots import serve_plots; sys.exit(serve_plots(sys.argv[1:]))"

@@ -58,6 +58,10 @@ class JudgeClient:
         # while this judge starts) wakes the reader and closes the fd only after it is done,
         # or the fd's number, free again, could be some other file's when the reader reads
         self._reading = threading.Lock()
+        # held while the link's fd number is used or closed: two kills at once (the Grader's
+        # close and the starting thread's) must not wake the reader through a number the
+        # other has just closed (it may be a new pipe's by then, and its copy kept it open)
+        self._closing = threading.Lock()
 
     def _receive(self, timeout: float) -> dict:
         with self._reading:
@@ -111,9 +115,10 @@ class JudgeClient:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
-        with contextlib.suppress(OSError), socket.socket(fileno=os.dup(self._link.fileno())) as end:
-            end.shutdown(socket.SHUT_RDWR)  # EOF for a thread reading the link now
-        with self._reading, contextlib.suppress(OSError):
+        with self._closing:
+            if not self._link.closed:
+                _shut_down(self._link.fileno())  # EOF for a thread reading the link now
+        with self._reading, self._closing, contextlib.suppress(OSError):
             self._link.close()
 
     def log_tail(self, limit: int = 1500) -> str:
@@ -122,3 +127,16 @@ class JudgeClient:
         ended = self.process.poll() is not None
         text = self._stderr.tail(limit, wait_s=WAITS.judge_exit_s if ended else 0.0)
         return f"\n{text}" if text else ""
+
+
+def _shut_down(fd: int) -> None:
+    """Shut a socket down in both directions through a copy of its fd (the copy is closed
+    whatever happens; the original stays open for its owner to close)."""
+    copy = os.dup(fd)
+    try:
+        end = socket.socket(fileno=copy)
+    except OSError:
+        os.close(copy)
+        return
+    with end, contextlib.suppress(OSError):
+        end.shutdown(socket.SHUT_RDWR)

@@ -5,13 +5,18 @@
     plotters = [p for p in processes() if p.ppid == os.getpid() and "serve_plots" in p.command]
 
 A process that ends while it is read is left out; a zombie (ended, not yet reaped by its
-parent) is listed with state "Z", and `alive` says no for it.
+parent) is listed with state "Z", and `alive` says no for it. A process caught between
+Popen's return and its new program's arguments is read again until they show.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
+
+EXEC_SETTLE_S = 2.0  # the longest a started process's command line is waited for
+KTHREADD = 2  # the parent of the kernel's own threads
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,18 @@ class Process:
 
 
 def _read(pid: int) -> Process | None:
+    """One process as /proc shows it now. A process that has just been started (Popen has
+    returned) may still show an empty command line for a moment: the kernel lets the parent
+    go on before it sets up the new program's arguments. It is read again until they show."""
+    deadline = time.monotonic() + EXEC_SETTLE_S
+    while (process := _read_once(pid)) is not None and not process.argv:
+        if process.state == "Z" or process.ppid in (0, KTHREADD) or time.monotonic() > deadline:
+            break  # a zombie or a kernel thread has no command line at all
+        time.sleep(0.001)
+    return process
+
+
+def _read_once(pid: int) -> Process | None:
     try:
         with open(f"/proc/{pid}/stat") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()

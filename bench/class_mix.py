@@ -458,6 +458,8 @@ def measure_cold(tree: Tree, settings: Settings, hung: str) -> tuple[dict, list[
 def measure_server(port, files, references, hung, settings: Settings, cold, prefix) -> dict:
     """The phases that need a running server (bench_service.py calls this on its own)."""
     figures: dict[str, float | None] = {}
+    waited, spent = settle()  # "healthy" comes before a node's helpers (the plotter) idle
+    print(f"  server and plots idle {waited:.1f} s after healthy ({spent:.2f} s of CPU meanwhile)")
     first = next(iter(references.values()))
     warm, _, _, ok = bench.bench_warm(
         port, settings.warm_requests, first.code, None, settings.pause_s, f"{prefix}-warm"

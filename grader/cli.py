@@ -33,7 +33,7 @@ from pathlib import Path
 
 from grader.exercise import Exercise, ExerciseError, catalog, find_exercise
 from grader.judge import TierRegistryError, load_tiers, parse_tier_list
-from grader.sandbox import IsolationError, check_required, detect_isolation
+from grader.sandbox import IsolationError, check_host
 
 PROG = "gspo-grader"
 LOG_LEVEL = "GSPO_GRADER_LOG_LEVEL"  # the judges' log level (grader/judge/process.py)
@@ -174,7 +174,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
         raise UsageProblem("--gradescope and --junit take a single submission")
     if args.jobs < 1:
         raise UsageProblem(f"--jobs must be at least 1; got {args.jobs}")
-    check_required(detect_isolation())  # GSPO_GRADER_SANDBOX_REQUIRE: refuse before grading
+    check_host()  # GSPO_GRADER_SANDBOX_REQUIRE: refuse before grading
     reports = grade_files(
         paths,
         mode=args.mode,

@@ -17,7 +17,6 @@ from grader.node.start import (
     build_graders,
     check_database,
     check_exercises,
-    check_sandbox,
     configure_logging,
     node_name,
     start_node,

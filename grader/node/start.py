@@ -24,6 +24,7 @@ from grader.node.lanes import lanes_of, pool_sizes
 from grader.node.metrics import Metrics
 from grader.node.metrics_server import MetricsServer
 from grader.node.runner import GradingNode
+from grader.sandbox import check_host
 from grader.settings import Settings, load_settings
 from grader.store import WORK_CHANNEL, DatabaseError, open_store
 from grader.store.database import check_schema, open_engine
@@ -39,14 +40,6 @@ def check_exercises() -> None:
 
     for exercise in catalog().values():
         load_tiers(exercise.tiers_file)
-
-
-def check_sandbox() -> None:
-    """IsolationError when this machine offers less isolation than GSPO_GRADER_SANDBOX_REQUIRE
-    asks for (where the judges run: the embedded service, a grading node)."""
-    from grader.sandbox import check_required, detect_isolation
-
-    check_required(detect_isolation())
 
 
 def check_database(settings: Settings) -> None:
@@ -101,7 +94,7 @@ def start_node(concurrency: int | None = None, metrics_port: int | None = None) 
         )
     check_exercises()
     check_database(settings)
-    check_sandbox()
+    check_host()
     concurrency = concurrency or settings.pool_size
     store = open_store(settings.resolved_database_url)
     metrics = Metrics()

@@ -23,6 +23,7 @@ from grader.sandbox.doctor import (
     REQUIRE_ENV,
     WEAK_WARNING,
     blocked_bwrap_hint,
+    check_host,
     check_required,
     doctor_report,
 )

@@ -41,6 +41,16 @@ def check_required(info: IsolationInfo, required: Level | None = None) -> None:
         )
 
 
+def check_host() -> None:
+    """IsolationError when this host offers less isolation than GSPO_GRADER_SANDBOX_REQUIRE
+    asks for. With nothing required nothing can be refused, so nothing is probed here: the
+    probe (a sandboxed interpreter, 70-80 ms) is left to the process that starts workers,
+    which probes anyway; a cold CLI grading no longer pays it twice."""
+    required = required_level()
+    if required > Level.NONE:
+        check_required(detect_isolation(), required)
+
+
 WEAK_WARNING = (
     "WARNING: the sandbox runs on resource limits only: student code can see the network and "
     "the file system. Install bubblewrap and allow user namespaces for full isolation "

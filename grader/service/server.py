@@ -16,7 +16,8 @@ from pathlib import Path
 
 import uvicorn
 
-from grader.node import check_database, check_exercises, check_sandbox, configure_logging
+from grader.node import check_database, check_exercises, configure_logging
+from grader.sandbox import check_host
 from grader.service.app import create_app
 from grader.settings import Settings, load_settings
 
@@ -34,7 +35,7 @@ def serve(
     check_exercises()
     check_database(settings)
     if not settings.distributed:
-        check_sandbox()
+        check_host()
     uvicorn.Server(uvicorn_config(settings, create_app(settings, grader))).run()
 
 

@@ -21,6 +21,7 @@ from grader.sandbox import (
     IsolationInfo,
     Level,
     blocked_bwrap_hint,
+    check_host,
     check_required,
     detect_isolation,
     doctor_report,
@@ -112,6 +113,19 @@ def test_strict_setting_accepts_an_equal_or_stronger_host():
     check_required(_fake_info(Level.BWRAP), Level.RLIMITS)
     with pytest.raises(IsolationError):
         check_required(_fake_info(Level.RLIMITS), Level.BWRAP)
+
+
+def test_the_host_check_refuses_only_what_the_strict_setting_requires(monkeypatch):
+    """What `gspo-grader grade` and `serve` run before they start judges: a host capped to no
+    isolation at all passes while nothing is required, and is refused once rlimits is."""
+    monkeypatch.setenv(LEVEL_ENV, "none")
+    monkeypatch.delenv(REQUIRE_ENV, raising=False)
+    check_host()
+    monkeypatch.setenv(REQUIRE_ENV, "rlimits")
+    with pytest.raises(IsolationError, match=r"rlimits is required .* offers only none"):
+        check_host()
+    monkeypatch.setenv(REQUIRE_ENV, "none")
+    check_host()
 
 
 def test_doctor_report_shows_level_layers_limits_and_an_unmet_requirement(monkeypatch):

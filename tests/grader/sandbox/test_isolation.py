@@ -116,8 +116,9 @@ def test_strict_setting_accepts_an_equal_or_stronger_host():
 
 
 def test_the_host_check_refuses_only_what_the_strict_setting_requires(monkeypatch):
-    """What `gspo-grader grade` and `serve` run before they start judges: a host capped to no
-    isolation at all passes while nothing is required, and is refused once rlimits is."""
+    """What `gspo-grader grade`, `serve` and `worker` run before they start judges: a host
+    capped to no isolation at all passes while nothing is required, and is refused once
+    rlimits is."""
     monkeypatch.setenv(LEVEL_ENV, "none")
     monkeypatch.delenv(REQUIRE_ENV, raising=False)
     check_host()

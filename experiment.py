@@ -282,13 +282,35 @@ def _nan(values: list) -> list[float]:
 
 
 def _figure(width: float, height: float):
-    """A Figure with its own Agg canvas: no pyplot global state, safe in threads."""
+    """A Figure with its own Agg canvas: no pyplot global state, safe in threads.
+
+    No layout engine: each plot places its axes with `_grid`. Constrained layout measured
+    every label of a figure before drawing it, a third of the figure's CPU, and this
+    process draws the plots of every new result a class submits; the margins below leave
+    room for the widest labels the toy's numbers give (NaN, 1e+30, negative values)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width, height), layout="constrained")
+    fig = Figure(figsize=(width, height))
     FigureCanvasAgg(fig)
     return fig
+
+
+def _grid(fig, rows: int, cols: int, margins: tuple[float, float, float, float], gaps=(0, 0)):
+    """`gridspec_kw` for a rows x cols grid with margins (left, right, bottom, top) and gaps
+    (between columns, between rows) in inches, whatever the figure's size."""
+    width, height = fig.get_size_inches()
+    left, right, bottom, top = margins
+    axes_w = (width - left - right - gaps[0] * (cols - 1)) / cols
+    axes_h = (height - bottom - top - gaps[1] * (rows - 1)) / rows
+    return {
+        "left": left / width,
+        "right": 1 - right / width,
+        "bottom": bottom / height,
+        "top": 1 - top / height,
+        "wspace": gaps[0] / axes_w,
+        "hspace": gaps[1] / axes_h,
+    }
 
 
 def _dense(lo: float, hi: float, n: int = 601) -> list[float]:
@@ -313,7 +335,8 @@ def _draw_curves(result: dict[str, Any], eps: float):
     import numpy as np
 
     fig = _figure(11, 7.5)
-    axes = fig.subplots(2, 2, sharex=True)
+    grid = _grid(fig, 2, 2, margins=(0.8, 0.25, 0.6, 1.0), gaps=(0.95, 0.45))
+    axes = fig.subplots(2, 2, sharex=True, gridspec_kw=grid)
     for col, (sign, a) in enumerate((("pos", 1.0), ("neg", -1.0))):
         top, bottom = axes[0][col], axes[1][col]
         _curve_panel(top, result["curves"], f"objective_{sign}", a, eps, slope=False)
@@ -335,7 +358,7 @@ def _cell_text(ax, i: int, t: int, got: float | None, want: float, valid: bool) 
     """One heatmap cell: the value got, and either the expected value or a padding mark."""
     from matplotlib.patches import Rectangle
 
-    shown = "NaN/inf" if got is None else f"{got:+.4f}"
+    shown = "NaN/inf" if got is None else f"{got:+.4f}" if abs(got) < 1e4 else f"{got:+.3e}"
     wrong = not _close(got, want) if valid else got != 0.0
     color = "#c00000" if wrong else "black"
     corner = (t - 0.5, i - 0.5)
@@ -352,7 +375,7 @@ def _draw_grad_matrix(result: dict[str, Any], eps: float):
     grads, mask, ratios = result["grad_matrix"], result["mask"], result["ratios"]
     want = expected_values(eps)["grad_matrix"]
     fig = _figure(10.5, 4.8)
-    ax = fig.subplots()
+    ax = fig.subplots(gridspec_kw=_grid(fig, 1, 1, margins=(2.1, 0.15, 0.6, 0.7)))
     values = [[0.0 if g is None else g for g in row] for row in grads]  # [3, L]
     bound = 1.8 * max([abs(v) for row in values for v in row] + [1e-3])  # pale colours
     image = ax.imshow(values, cmap="PuOr", vmin=-bound, vmax=bound, aspect="auto")
@@ -381,7 +404,7 @@ def _fmt(value: float | None) -> str:
 def _draw_token_vs_sequence(result: dict[str, Any], eps: float):
     curves = result["curves"]
     fig = _figure(12.5, 5.2)
-    left, right = fig.subplots(1, 2)
+    left, right = fig.subplots(1, 2, gridspec_kw=_grid(fig, 1, 2, (0.8, 0.2, 0.6, 0.75), (0.95, 0)))
     r1 = _dense(min(curves["r1"]), max(curves["r1"]))
     switch = (1 + eps) ** 2 / R2  # beyond this r1, s = sqrt(r1 * r2) leaves the clip range
     for ax in (left, right):

@@ -309,19 +309,21 @@ def _nan(values: list) -> list[float]:
 
 
 def _figure(width: float, height: float):
-    """A Figure with its own Agg canvas: no pyplot global state, safe in threads."""
+    """A Figure with its own Agg canvas: no pyplot global state, safe in threads. No layout
+    engine, which would measure every label before each draw (a third of the plot's CPU):
+    the axes get fixed margins instead (`subplots(gridspec_kw=...)`)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width, height), layout="constrained")
+    fig = Figure(figsize=(width, height))
     FigureCanvasAgg(fig)
     return fig
 
 
 def _draw_gradient_weight(result: dict[str, Any]):
     """Weight sigmoid(-m) against the margin: tested points over the analytic curve."""
-    fig = _figure(10, 5.6)
-    ax = fig.subplots()
+    fig = _figure(10, 5.6)  # margins: 0.8 in left, 0.2 right, 0.6 below, 0.45 above
+    ax = fig.subplots(gridspec_kw={"left": 0.08, "right": 0.98, "bottom": 0.107, "top": 0.92})
     sweep, pairs = result["sweep"], result["pairs"]
     dense = [-8.5 + 17.0 * k / 600 for k in range(601)]
     ax.axvspan(-8.5, 0.0, color="#fde2c8", label="ranked wrong by the implicit reward (m < 0)")

@@ -284,7 +284,7 @@ def _parse_spec(doc: object, limits: WireLimits) -> TensorSpec:
     return TensorSpec(dtype, tuple(shape), device, requires_grad, expected, leaf)
 
 
-def parse_header(raw: bytes, limits: WireLimits) -> tuple[object, list[TensorSpec]]:
+def parse_header(raw: bytes | bytearray, limits: WireLimits) -> tuple[object, list[TensorSpec]]:
     """Validate a header completely (specs, caps, totals) before any payload is read."""
     try:
         doc = _HEADER_DECODER.decode(raw.decode("utf-8"))

@@ -35,8 +35,9 @@ class Channel:
         self.sock = sock
         self.limits = limits or WireLimits()
         self._timeout: float | None = -1.0  # unknown until first set
-        self._pending = bytearray()  # read ahead of the current frame; at most _READ_AHEAD
-        self._scratch = bytearray(_READ_AHEAD)
+        # bytes read ahead of the current frame: self._ahead[self._start:self._end]
+        self._ahead = memoryview(bytearray(_READ_AHEAD))
+        self._start = self._end = 0
         self._discard = bytearray(_READ_AHEAD)  # where skipped payloads are read
 
     def _set_deadline(self, deadline: float | None) -> None:
@@ -76,29 +77,34 @@ class Channel:
         except OSError as e:
             raise WireClosed(f"channel closed while sending: {e}") from None
 
+    def _take(self, n: int, deadline: float | None) -> bytearray:
+        """The next `n` bytes of the stream, as a new buffer of their own."""
+        if self._end - self._start >= n:  # a small frame: all of it was read ahead
+            taken = bytearray(self._ahead[self._start : self._start + n])
+            self._start += n
+            return taken
+        taken = bytearray(n)
+        self._read_into(memoryview(taken), deadline)
+        return taken
+
     def _read_into(self, view: memoryview, deadline: float | None) -> None:
         """Fill `view`: bytes read ahead first, then the socket. A short read asks for up to
         _READ_AHEAD bytes, so a whole small frame (header and payloads) costs one recv; what
-        goes past `view` stays pending for the next read. A long read goes straight into
+        goes past `view` stays read ahead for the next read. A long read goes straight into
         `view`, so no header can make this side buffer more than _READ_AHEAD bytes."""
-        got = self._take_pending(view)
+        got = min(self._end - self._start, len(view))
+        view[:got] = self._ahead[self._start : self._start + got]
+        self._start += got
         while got < len(view):
             want = len(view) - got
             if want >= _READ_AHEAD:
                 got += self._recv(view[got:], deadline)
                 continue
-            n = self._recv(memoryview(self._scratch), deadline)
+            n = self._recv(self._ahead, deadline)  # everything read ahead was taken
             take = min(n, want)
-            view[got : got + take] = self._scratch[:take]
-            self._pending += self._scratch[take:n]
+            view[got : got + take] = self._ahead[:take]
+            self._start, self._end = take, n
             got += take
-
-    def _take_pending(self, view: memoryview) -> int:
-        n = min(len(self._pending), len(view))
-        if n:
-            view[:n] = self._pending[:n]
-            del self._pending[:n]
-        return n
 
     def _recv(self, view: memoryview, deadline: float | None) -> int:
         self._set_deadline(deadline)
@@ -115,8 +121,7 @@ class Channel:
     def _read_tensor(self, spec: TensorSpec, deadline: float | None) -> torch.Tensor:
         if spec.device == "meta" or spec.nbytes == 0:
             return torch.empty(spec.shape, dtype=spec.dtype, device=spec.device)
-        buf = bytearray(spec.nbytes)
-        self._read_into(memoryview(buf), deadline)
+        buf = self._take(spec.nbytes, deadline)
         if spec.dtype == torch.bool:  # any nonzero byte is True: never trust raw bool bytes
             return torch.frombuffer(buf, dtype=torch.uint8).ne(0).reshape(spec.shape)
         return torch.frombuffer(buf, dtype=spec.dtype).reshape(spec.shape)
@@ -134,14 +139,10 @@ class Channel:
         """Receive one frame; every cap is checked before the bytes it governs are read.
         `skip_payloads`: the tensors' bytes are read and dropped, and each tensor comes back
         as a meta tensor of its shape and dtype (a reply nobody will use, read cheaply)."""
-        head = bytearray(4)
-        self._read_into(memoryview(head), deadline)
-        (size,) = struct.unpack(">I", head)
+        (size,) = struct.unpack(">I", self._take(4, deadline))
         if size > self.limits.max_header_bytes:
             raise WireError(f"header of {size} bytes; the cap is {self.limits.max_header_bytes}")
-        raw = bytearray(size)
-        self._read_into(memoryview(raw), deadline)
-        doc, specs = parse_header(bytes(raw), self.limits)
+        doc, specs = parse_header(self._take(size, deadline), self.limits)
         read = self._skip_tensor if skip_payloads else self._read_tensor
         tensors = [read(spec, deadline) for spec in specs]
         return Frame(Decoder(tensors, self.limits).value(doc), tensors, specs)

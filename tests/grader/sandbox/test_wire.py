@@ -166,6 +166,47 @@ def test_large_frame_round_trips_in_parts():
     assert torch.equal(round_trip(sent).value, sent)
 
 
+STREAM = [  # small frames, one whose payload straddles the read-ahead, one far larger
+    {"seq": 1, "x": torch.arange(6.0).reshape(2, 3)},
+    {"seq": 2, "ok": True, "n": [1, 2, 3]},
+    {"seq": 3, "big": torch.arange(20_000, dtype=torch.float32), "flag": torch.tensor([True])},
+    {"seq": 4, "huge": torch.arange(20_000, dtype=torch.float64)},  # 160 kB
+    {"seq": 5, "tail": (torch.zeros(0), torch.ones(2, dtype=torch.int8))},
+]
+
+
+@settings(max_examples=30, deadline=None)
+@given(chunk=st.one_of(st.integers(16, 64), st.integers(65, 300_000)))
+def test_frames_arriving_in_pieces_of_any_size_are_read_exactly(chunk):
+    """Frames sent back to back and delivered `chunk` bytes at a time: each frame comes out
+    whole and in order, whatever a read brings (part of a header, several frames)."""
+    data = b"".join(bytes(part) for value in STREAM for part in encode(value, SMALL).parts)
+    a, b = socket.socketpair()
+
+    def send_in_pieces() -> None:
+        with contextlib.suppress(OSError):
+            for start in range(0, len(data), chunk):
+                a.sendall(data[start : start + chunk])
+
+    with a, b:
+        sender = threading.Thread(target=send_in_pieces)
+        sender.start()
+        channel = Channel(b, SMALL)
+        try:
+            for sent in STREAM:
+                got = channel.recv(time.monotonic() + 10).value
+                assert got.keys() == sent.keys()
+                for key, value in sent.items():
+                    if isinstance(value, tuple):
+                        assert all(map(torch.equal, got[key], value))
+                    elif isinstance(value, torch.Tensor):
+                        assert torch.equal(got[key], value)
+                    else:
+                        assert got[key] == value
+        finally:
+            sender.join(timeout=10)
+
+
 def test_fields_added_to_an_encoded_dict_arrive_with_its_tensors(pair):
     x = torch.randn(2, 3, requires_grad=True)
     body = encode({"op": "call", "args": [x, x * 2], "kwargs": {}}, SMALL)

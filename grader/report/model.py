@@ -104,12 +104,13 @@ class Artifacts(BaseModel):
 
     tables: list[Table] = Field(default_factory=list)
     plots: list[Plot] = Field(default_factory=list)
-    data: dict[str, Any] = Field(default_factory=dict)  # run_toy's result, JSON-ready
+    data: dict[str, Any] = Field(default_factory=dict)  # run_toy's result, JSON-ready, as shown
 
     @classmethod
     def of_toy(cls, exercise, toy: dict) -> Artifacts:
-        """run_toy's result with the tables and plots `exercise`'s manifest declares; raises
-        TypeError or ValueError when the toy broke its exercise's contract."""
+        """run_toy's result with the tables and plots `exercise`'s manifest declares, its
+        numbers as shown (TOY_SIGNIFICANT_DIGITS); raises TypeError or ValueError when the
+        toy broke its exercise's contract."""
         data = dict(toy)
         given = data.pop("tables", None) or {}
         tables = [
@@ -118,7 +119,26 @@ class Artifacts(BaseModel):
             if spec.name in given
         ]
         plots = [Plot(name=p.name, title=p.title, alt=p.text) for p in exercise.plots]
-        return cls(tables=tables, plots=plots, data=data)
+        return cls(tables=tables, plots=plots, data=_as_shown(data))
+
+
+# The toy's numbers as a report keeps them: 8 significant digits, more than a plot or the
+# page shows (4 decimals below 1e4), and zero without a sign. Two correct solutions whose
+# sums differ only in a float64's last bits, or in the sign of a zero gradient, then keep the
+# same numbers, and the plots, which are keyed by these numbers (store.artifacts_key) and
+# cost more CPU than the grading, are drawn once for both instead of once each.
+TOY_SIGNIFICANT_DIGITS = 8
+
+
+def _as_shown(value: Any) -> Any:
+    """`value` with every float rounded to TOY_SIGNIFICANT_DIGITS and -0.0 made 0.0."""
+    if isinstance(value, float):
+        return float(f"{value:.{TOY_SIGNIFICANT_DIGITS}g}") + 0.0
+    if isinstance(value, list | tuple):
+        return [_as_shown(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _as_shown(v) for k, v in value.items()}
+    return value
 
 
 class Timings(BaseModel):

@@ -4,8 +4,10 @@ Exposed: gradings by mode and outcome (counter), grading latency (histogram), re
 away because the queue was full (counter), attempts retried after a grader fault or a lost
 grading node (counter), the judges' own counters summed over gradings (`GradingStats`: CPU
 in the judge and the sandboxed worker, student calls, calls answered ahead, tier tests; they
-are not the student's to read, so they live here and not in the report), and gauges the
-caller passes (queue depth, in flight, readiness...).
+are not the student's to read, so they live here and not in the report), the toy results
+whose plots were drawn and those whose plots were already there (counters: plots are drawn
+once per distinct result and cost more CPU than a grading), and gauges the caller passes
+(queue depth, in flight, readiness...).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class Metrics:
         self._latency_sum = 0.0
         self._latency_count = 0
         self._stats: Counter[str] = Counter()  # GradingStats field -> sum over gradings
+        self._plots: Counter[bool] = Counter()  # drawn (True) or already there (False)
 
     def observe_grading(self, mode: str, outcome: str, seconds: float) -> None:
         with self._lock:
@@ -46,6 +49,11 @@ class Metrics:
         with self._lock:
             for field in COUNTERS:
                 self._stats[field] += getattr(stats, field)
+
+    def observe_plots(self, drawn: bool) -> None:
+        """A finished grading's toy result: its plots drawn now, or already there."""
+        with self._lock:
+            self._plots[drawn] += 1
 
     def observe_rejected(self) -> None:
         with self._lock:
@@ -75,6 +83,10 @@ class Metrics:
             ("gspo_grader_rejected_total", "Gradings refused (503, 429).", self._rejected),
             ("gspo_grader_retries_total", "Attempts lost to a grader fault or a dead node, "
              "retried.", self._retries),
+            ("gspo_grader_plots_drawn_total", "Toy results whose plots this node drew.",
+             self._plots[True]),
+            ("gspo_grader_plots_reused_total", "Gradings whose toy result already had its "
+             "plots (drawn once per distinct result).", self._plots[False]),
         ):  # fmt: skip
             lines += [*_header(name, text, "counter"), f"{name} {value}"]
         for field, name in COUNTERS.items():

@@ -278,7 +278,9 @@ class GradingNode:
             return
         key = artifacts_key(exercise.id, result)
         try:
-            if not self.store.has_plots(key):
+            drawn = not self.store.has_plots(key)
+            if drawn:
                 self.store.save_plots(key, self.draw(exercise, result))
+            self.metrics.observe_plots(drawn)
         except Exception:
             log.exception("the plots of %s could not be drawn", key)

@@ -246,6 +246,22 @@ def test_plots_are_served_as_png_for_run_and_submit(make_client):
     assert client.get(f"/api/reports/{'0' * 32}/plots/curves.png").status_code == 404
 
 
+def test_metrics_count_plots_drawn_once_per_distinct_toy_result(make_client):
+    client, _ = make_client()
+    for code in (REFERENCE, REFERENCE + "\n# the same toy result\n", REFERENCE + "\n# !\n"):
+        client.post("/api/run", json={"code": code})
+
+    def counted() -> dict[str, str]:
+        lines = client.get("/metrics").text.splitlines()
+        return dict(line.split() for line in lines if line.startswith("gspo_grader_plots_"))
+
+    wait_until(lambda: sum(map(float, counted().values())) == 3)  # drawn after each verdict
+    assert counted() == {
+        "gspo_grader_plots_drawn_total": "2",
+        "gspo_grader_plots_reused_total": "1",
+    }
+
+
 def test_a_report_without_artifacts_has_no_plots(make_client):
     client, _ = make_client()
     body = client.post("/api/run", json={"code": STARTER}).json()

@@ -20,7 +20,8 @@ checked. One run of a tree ("measure") prints, all measured in that run:
            judges, the zygote, the workers, the bench's own clients, and the rest (kernel
            threads, others); then the CPU of the server and its plotting process after the
            phase until both are idle again: the toy's plots of new results, drawn after
-           each verdict, which the phase's own window misses;
+           each verdict, which the phase's own window misses; and how many toy results
+           had their plots drawn, and how many found them drawn already;
   ref      the reference alone, as many gradings by as many clients: the same figures;
   cost     each distinct file of the mix once, one at a time, the service's /metrics
            counters read before and after each: CPU per grading (judge, worker), round trips
@@ -58,6 +59,8 @@ JUDGE_CPU = "gspo_grader_judge_cpu_seconds_total"
 WORKER_CPU = "gspo_grader_worker_cpu_seconds_total"
 CALLS = "gspo_grader_student_calls_total"
 AHEAD = "gspo_grader_calls_answered_ahead_total"
+PLOTS_DRAWN = "gspo_grader_plots_drawn_total"  # toy results drawn (once per distinct result)
+PLOTS_REUSED = "gspo_grader_plots_reused_total"
 RIGHT_KINDS = ("correct", "reference")
 CLI_TIMEOUT_S = 600
 Completed = subprocess.CompletedProcess
@@ -345,7 +348,10 @@ def load(port: int, entries: list[Entry], clients: int, prefix: str):
     spent = {name: after[name] - before.get(name, 0.0) for name in after}
     by_role = {f"{name} cpu_s": s - roles.get(name, 0.0) for name, s in cpu_by_role().items()}
     waited, after_s = settle()
-    late = {"server after cpu_s": after_s, "settle_s": waited}
+    settled = bench.counters(port)  # the plots of the load's results are drawn by now
+    plots = {name: settled[name] - before.get(name, 0.0)
+             for name in (PLOTS_DRAWN, PLOTS_REUSED) if name in settled}  # fmt: skip
+    late = {"server after cpu_s": after_s, "settle_s": waited, **plots}
     return elapsed, done, {**spent, **by_role, **late, "machine_cpu_s": busy}
 
 
@@ -520,6 +526,12 @@ def measure_server(port, files, references, hung, settings: Settings, cold, pref
             f"({graded['settle_s']:.1f} s: the "
             f"toy's plots of its new results, drawn after each verdict): {fmt(late, ' ms')} "
             "more a grading"
+        )
+        drawn = figures[f"{label} plots drawn"] = graded.get(PLOTS_DRAWN)
+        reused = figures[f"{label} plots reused"] = graded.get(PLOTS_REUSED)
+        print(
+            f"    toy results whose plots were drawn: {fmt(drawn)}, already drawn: "
+            f"{fmt(reused)} (plots are drawn once per distinct result)"
         )
         if label == "mix":
             for side, is_right in (("right", True), ("wrong", False)):

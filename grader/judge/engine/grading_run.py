@@ -14,6 +14,7 @@ error.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from dataclasses import dataclass
@@ -65,20 +66,25 @@ class GradingRun:
         self._started = self._deadline = self._cpu_started = 0.0
         self._timed_out = False
         self._toy: dict | None = None
+        self._following: dict[str, str] = {}  # node id -> the selected test that runs next
 
     def select(self, request: GradingRequest, items: list) -> tuple[list, list]:
         """Start the grading of `request`: (tests it runs, tests it leaves out)."""
         self.request = request
         self._started, self._cpu_started = time.perf_counter(), time.process_time()
         self._deadline = self._started + self.limits.grading_wall_seconds
-        return self.tests.select(request, items)
+        keep, drop = self.tests.select(request, items)
+        self._following = {item.nodeid: then.nodeid for item, then in itertools.pairwise(keep)}
+        return keep, drop
 
     def begin(self, nodeid: str) -> bool:
         """A test starts; False when the grading is out of time (the test is not run)."""
         if time.perf_counter() <= self._deadline:
             record = self.tests.records.get(nodeid)
             self.sandbox.watch(nodeid if record is not None and not record.hidden else None)
-            self.sandbox.begin_test(self.forecasts.get(self._forecast_key(nodeid)))
+            following = self._following.get(nodeid)  # a test of this request, same mode
+            then = None if following is None else self.forecasts.get(self._forecast_key(following))
+            self.sandbox.begin_test(self.forecasts.get(self._forecast_key(nodeid)), then)
             return True
         self._timed_out = True
         limit = self.limits.grading_wall_seconds

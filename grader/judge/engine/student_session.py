@@ -34,20 +34,22 @@ class StudentSession:
         self._watched: str | None = None  # the visible test running now
         self._last_call: dict[str, RecordedCall] = {}  # node id -> its last student call
         self._forecast: Forecast | None = None  # the forecast of the test now running
+        self._then: Forecast | None = None  # ... and of the test that runs next
 
     def watch(self, nodeid: str | None) -> None:
         """The test now running, if it is visible (a hidden one never shows its inputs)."""
         self._watched = nodeid
 
-    def begin_test(self, forecast: Forecast | None) -> None:
-        """A test starts, with its forecast (sent ahead now, or once the sandbox opens)."""
-        self._forecast = forecast
+    def begin_test(self, forecast: Forecast | None, then: Forecast | None = None) -> None:
+        """A test starts, with its forecast (sent ahead now, or once the sandbox opens) and
+        `then`, the forecast of the test that runs next (sent once this one's is sent)."""
+        self._forecast, self._then = forecast, then
         if self.proxy is not None:
-            self.proxy.begin_test(forecast)
+            self.proxy.begin_test(forecast, then)
 
     def end_test(self) -> Forecast | None:
         """The test ended: the calls it made (None: none, or its worker was restarted)."""
-        self._forecast = None
+        self._forecast = self._then = None
         if self.proxy is None:
             return None
         return self.proxy.end_test() or None
@@ -61,12 +63,12 @@ class StudentSession:
         if self._open_error is not None:
             raise GraderFault(self._open_error)
         if self.proxy is None:
-            self._open(request, self._forecast)
+            self._open(request)
         if self.proxy.load_error is not None:
             raise SubmissionNotLoaded(load_error_message(self.proxy.load_error))
         return self._student
 
-    def _open(self, request: GradingRequest, forecast: Forecast | None) -> None:
+    def _open(self, request: GradingRequest) -> None:
         start = time.perf_counter()
         try:
             self.proxy = self._stack.enter_context(
@@ -76,7 +78,8 @@ class StudentSession:
                     filename=request.filename,
                     limits=self.limits,
                     pool=self.pool,
-                    forecast=forecast,
+                    forecast=self._forecast,
+                    then=self._then,
                 )
             )
         except Exception as error:  # the sandbox failed to start: never the student's fault

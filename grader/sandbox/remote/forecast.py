@@ -16,10 +16,20 @@ A test that fails drops the rest of its own forecast the same way; the next test
 again from its forecast. So wrong code costs round trips only where it makes other calls,
 not for the rest of the grading after its first failed check.
 
+Once a test's whole forecast is sent, the forecast of the test that runs next in the same
+grading (`then`, named by the judge) follows it in the same batches, so the worker runs the
+next test's first calls while this test's last checks, its teardown and the next test's
+setup run in the judge. When the next test begins, those calls are its own, already on
+their way. A call the forecast did not predict drops them too (the next test then sends its
+forecast again from its first call), so the worker never runs a call of the next test before
+a call of this one; calls sent for a next test that does not come (another one began) are
+dropped like any other.
+
 Only what a test really called ever reaches it: a reply is used for an equal call only, and
 the worker ran it on equal bytes. The worker itself is unchanged: it answers requests in
 order, as ever. What the student's code can notice is that, after a difference or a failed
-check, its functions were called a few more times (at most AHEAD_CALLS) than the tests asked.
+check, or a test that ran out of time, its functions were called a few more times (at most
+AHEAD_CALLS) than the tests asked.
 
 The whole of it lives here: a call as a forecast sees it (`ForecastCall`: encoded once, its
 bytes are the key it is compared by, and sending it again adds only the request's envelope,
@@ -28,14 +38,15 @@ bytes are the key it is compared by, and sending it again adds only the request'
 test and mode. A test's calls are kept after any grading in which that test passed, wrong
 submissions' passing tests included (a reply is only ever used for a byte-equal call, so a
 forecast can cost time, never a verdict). A forecast is only ever sent when its own test
-runs in the same mode, so a Run never receives a hidden test's inputs.
+runs, or runs next, in the same mode and the same grading, so a Run never receives a hidden
+test's inputs.
 """
 
 from __future__ import annotations
 
 import collections
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from grader.sandbox.worker.codec import Encoded
@@ -71,46 +82,75 @@ Post = Callable[[list[ForecastCall]], list[tuple[int, int]] | None]
 
 class CallsAhead:
     """One grading's side of the forecasts: the current test's forecast, its calls sent
-    ahead whose replies are not yet taken, the counts, and the test's own calls."""
+    ahead whose replies are not yet taken, the next test's forecast and its calls sent
+    ahead, the counts, and the current test's own calls."""
 
-    def __init__(self, forecast: Forecast | None = None) -> None:
-        self.forecast = forecast  # the current test's; None once dropped
+    def __init__(self, forecast: Forecast | None = None, then: Forecast | None = None) -> None:
+        self.forecast = forecast or None  # the current test's; None once dropped
         self.next = 0  # the forecast call that the next call should equal
         self.pending: collections.deque[tuple[int, int]] = collections.deque()  # (seq, id)
+        self.then = then or None  # the next test's forecast; None once dropped
+        self.then_pending: collections.deque[tuple[int, int]] = collections.deque()
         self.sent = self.answered = 0  # over the whole grading
         self.script: list[ForecastCall] = []  # the current test's calls
 
-    def begin(self, forecast: Forecast | None) -> None:
-        """A test starts with its forecast (None: none kept). The caller has dropped the
-        previous test's calls still ahead (`drop`)."""
+    def begin(self, forecast: Forecast | None, then: Forecast | None) -> list[tuple[int, int]]:
+        """A test starts with its forecast (None: none kept); `then` is the next test's.
+        The calls of `forecast` sent ahead as the previous test's `then` stay ahead; any
+        other call still ahead is abandoned: (seq, call id) of each, whose replies are
+        still due. The caller has taken the previous test's own calls (`end`)."""
+        stale: list[tuple[int, int]] = [*self.pending]
+        if forecast is not None and forecast is self.then:
+            self.pending, self.then_pending = self.then_pending, collections.deque()
+        else:
+            stale += self.then_pending
+            self.pending, self.then_pending = collections.deque(), collections.deque()
         self.forecast, self.next, self.script = forecast or None, 0, []
+        self.then = then or None
+        return stale
 
     def send(self, post: Post, room: Callable[[int, bool], bool]) -> None:
-        """Send the forecast's next calls through `post`, all in one write ((seq, call id)
+        """Send the next calls not yet sent through `post`, all in one write ((seq, call id)
         of each, or None when the worker cannot take them): once fewer than TOP_UP_BELOW are
-        ahead, up to AHEAD_CALLS not yet asked for, while `room(the batch's bytes, whether
-        it is one call)`."""
-        forecast = self.forecast
-        if forecast is None or len(self.pending) >= TOP_UP_BELOW:
+        ahead, up to AHEAD_CALLS ahead, while `room(the batch's bytes, whether it is one
+        call)`. The current test's forecast goes first; once all of it is sent, the next
+        test's follows, so the worker has work while this test's last checks run."""
+        ahead = len(self.pending) + len(self.then_pending)
+        if self.forecast is None or ahead >= TOP_UP_BELOW:
             return
         batch: list[ForecastCall] = []
+        owners: list[collections.deque[tuple[int, int]]] = []
         nbytes = 0
-        index = self.next + len(self.pending)
-        while index < len(forecast) and len(self.pending) + len(batch) < AHEAD_CALLS:
-            call = forecast[index]
-            if not room(nbytes + len(call.key), not batch):
+        for call, owner in self._unsent():
+            if ahead + len(batch) >= AHEAD_CALLS or not room(nbytes + len(call.key), not batch):
                 break
             batch.append(call)
+            owners.append(owner)
             nbytes += len(call.key)
-            index += 1
         if not batch:
             return
         sent = post(batch)
         if sent is None:  # a dead worker: the next request meets it and says so
-            self.forecast = None
+            self.forecast = self.then = None
             return
-        self.pending.extend(sent)
+        for owner, ids in zip(owners, sent, strict=True):
+            owner.append(ids)
         self.sent += len(sent)
+
+    @property
+    def active(self) -> bool:
+        """A forecast holds, or the next test's calls are ahead: a call that is not taken
+        drops them (`drop`)."""
+        return self.forecast is not None or bool(self.then_pending)
+
+    def _unsent(self) -> Iterator[tuple[ForecastCall, collections.deque[tuple[int, int]]]]:
+        """The calls not yet sent, each with the queue its (seq, call id) joins once sent."""
+        forecast = self.forecast or ()
+        for call in forecast[self.next + len(self.pending) :]:
+            yield call, self.pending
+        if self.then is not None:
+            for call in self.then[len(self.then_pending) :]:
+                yield call, self.then_pending
 
     def take(self, call: ForecastCall) -> tuple[int, int] | None:
         """(seq, call id) of the call sent ahead that equals `call`, or None: the caller
@@ -125,12 +165,22 @@ class CallsAhead:
         self.script.append(call)
         return None
 
-    def drop(self) -> list[tuple[int, int]]:
-        """No more calls ahead in this test; the calls sent and not taken, whose replies
-        are still due."""
+    def end(self) -> list[tuple[int, int]]:
+        """The test ended: its own calls sent and not taken, whose replies are still due.
+        The next test's calls stay ahead."""
         pending = list(self.pending)
         self.forecast = None
         self.pending.clear()
+        return pending
+
+    def drop(self) -> list[tuple[int, int]]:
+        """No more calls ahead in this test (a call the forecast did not predict), nor for
+        the next one, which sends its forecast again when it begins: every call sent and
+        not taken, whose replies are still due."""
+        pending = [*self.pending, *self.then_pending]
+        self.forecast = self.then = None
+        self.pending.clear()
+        self.then_pending.clear()
         return pending
 
 

@@ -68,13 +68,14 @@ class StudentProxy(Pipeline):
         limits: Limits | None = None,
         pool=None,
         forecast: Forecast | None = None,
+        then: Forecast | None = None,
     ) -> None:
         super().__init__()
         self.source, self.filename, self.functions = source, filename, tuple(functions)
         self.limits = limits or (pool.limits if pool is not None else Limits.from_env())
         self.load_error: LoadError | None = None
         self.restarts = 0
-        self.ahead = CallsAhead(forecast)  # calls sent ahead; this grading's own calls
+        self.ahead = CallsAhead(forecast, then)  # calls sent ahead; this grading's own calls
         self.worker_cpu_s = 0.0  # CPU time of this proxy's workers, as their replies said
         self.isolation = ""
         self._pool = pool
@@ -185,11 +186,12 @@ class StudentProxy(Pipeline):
 
     # -- tests -----------------------------------------------------------------------------
 
-    def begin_test(self, forecast: Forecast | None) -> None:
-        """A test starts: its forecast's first calls go to the worker now, in one write,
-        while the replies to the previous test's calls still ahead are read and dropped."""
-        self._drop_ahead()
-        self.ahead.begin(forecast)
+    def begin_test(self, forecast: Forecast | None, then: Forecast | None = None) -> None:
+        """A test starts: its forecast's first calls go to the worker now, in one write
+        (those sent as the previous test's `then` are already on their way), while the
+        replies to other calls still ahead are read and dropped. `then`: the forecast of
+        the test that runs next, sent once this one's is all sent."""
+        self._abandoned.extend(self.ahead.begin(forecast, then))
         self._test_losses = self._losses
         if self._worker is not None and self.load_error is None:
             self._send_ahead()
@@ -197,8 +199,9 @@ class StudentProxy(Pipeline):
 
     def end_test(self) -> Forecast | None:
         """The test ended: its calls, in order (the next run's forecast, if it passed), or
-        None when a worker was lost during it. Its calls still ahead are abandoned."""
-        self._drop_ahead()
+        None when a worker was lost during it. Its calls still ahead are abandoned (the
+        next test's stay)."""
+        self._abandoned.extend(self.ahead.end())
         script, self.ahead.script = tuple(self.ahead.script), []
         return script if self._losses == self._test_losses else None
 
@@ -242,7 +245,7 @@ class StudentProxy(Pipeline):
                 reply, _ = self._timed(name, name, None, seq, elements=elements)
                 self._send_ahead()
             else:
-                if self.ahead.forecast is not None:
+                if self.ahead.active:
                     self._drop_ahead()
                     self._settle()
                 stub = self._unwritten(name)
@@ -382,10 +385,18 @@ def open_student(
     limits: Limits | None = None,
     pool=None,
     forecast: Forecast | None = None,
+    then: Forecast | None = None,
 ) -> Iterator[StudentProxy]:
-    """A loaded StudentProxy; its worker is stopped on exit. See .load_error first."""
+    """A loaded StudentProxy; its worker is stopped on exit. See .load_error first.
+    `forecast`: the first test's (sent once loaded), `then`: the next test's."""
     proxy = StudentProxy(
-        source, filename=filename, functions=functions, limits=limits, pool=pool, forecast=forecast
+        source,
+        filename=filename,
+        functions=functions,
+        limits=limits,
+        pool=pool,
+        forecast=forecast,
+        then=then,
     )
     try:
         yield proxy.start()

@@ -157,6 +157,67 @@ def test_a_divergence_drops_only_its_own_tests_rest(pool):
         assert ahead.restarts == 0
 
 
+def recorded_tests(pool, sizes=(3, 4, 2)) -> tuple[list[list[torch.Tensor]], list]:
+    """Inputs and recorded forecasts of consecutive tests, each calling `count` on its own
+    inputs."""
+    inputs = [[torch.full((2,), 10.0 * t + k) for k in range(n)] for t, n in enumerate(sizes)]
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as teacher:
+        plans = []
+        for xs in inputs:
+            teacher.begin_test(None)
+            for x in xs:
+                teacher.count(x)
+            plans.append(teacher.end_test())
+    return inputs, plans
+
+
+def test_the_next_tests_calls_go_ahead_once_this_tests_are_all_sent(pool):
+    (first, second, _), plans = recorded_tests(pool)
+    assert len(first) + len(second) <= AHEAD_CALLS
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as ahead:
+        ahead.begin_test(plans[0], then=plans[1])
+        assert ahead.requests == 1 + len(first) + len(second)  # the load, then both tests'
+        assert [int(ahead.count(x)[0]) for x in first] == [1, 2, 3]
+        assert ahead.end_test() == plans[0]
+        ahead.begin_test(plans[1])  # its calls are on their way: nothing sent again
+        assert ahead.requests == 1 + len(first) + len(second)
+        assert [int(ahead.count(x)[0]) for x in second] == [4, 5, 6, 7]  # in the tests' order
+        assert ahead.end_test() == plans[1]
+        assert ahead.ahead.answered == ahead.ahead.sent == len(first) + len(second)
+        assert ahead.round_trips == 1 and ahead.restarts == 0  # the load alone
+
+
+def test_a_divergence_drops_the_next_tests_calls_too_and_that_test_sends_them_again(pool):
+    (first, second, _), plans = recorded_tests(pool)
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as ahead:
+        ahead.begin_test(plans[0], then=plans[1])
+        assert int(ahead.count(first[0])[0]) == 1
+        # not predicted: the first test's 2 other calls and the second's 4 are dropped, and
+        # the worker runs no call of the next test before this one
+        ahead.scaled(torch.ones(2), 3.0)
+        assert ahead.end_test() is not None
+        sent = ahead.requests
+        ahead.begin_test(plans[1])  # sent again, from its first call
+        assert ahead.requests == sent + len(second)
+        assert [int(ahead.count(x)[0]) for x in second] == [1 + 2 + 4 + k for k in range(1, 5)]
+        assert ahead.ahead.answered == 1 + len(second)
+        assert ahead.end_test() == plans[1]
+        assert ahead.restarts == 0
+
+
+def test_calls_sent_for_a_next_test_that_does_not_come_are_dropped(pool):
+    (first, _, third), plans = recorded_tests(pool)
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as ahead:
+        ahead.begin_test(plans[0], then=plans[1])
+        assert [int(ahead.count(x)[0]) for x in first] == [1, 2, 3]
+        assert ahead.end_test() == plans[0]
+        ahead.begin_test(plans[2])  # another test runs next: the second's 4 calls dropped
+        assert [int(ahead.count(x)[0]) for x in third] == [3 + 4 + 1, 3 + 4 + 2]
+        assert ahead.ahead.answered == len(first) + len(third)
+        assert ahead.end_test() == plans[2]
+        assert ahead.round_trips == 1 and ahead.restarts == 0
+
+
 def test_a_test_whose_worker_restarted_gives_no_forecast(pool):
     with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as proxy:
         proxy.begin_test(None)
@@ -171,7 +232,9 @@ def test_a_test_whose_worker_restarted_gives_no_forecast(pool):
 
 def test_a_tests_forecast_reaches_the_worker_only_when_that_test_begins(pool):
     """The rule that keeps hidden tests' inputs out of a Run: a forecast is sent at its own
-    test's start, never before, so a grading that does not run the test never receives it."""
+    test's start, or as the `then` of the test that runs before it in the same grading
+    (the judge names only a test its request runs), so a grading that does not run the test
+    never receives it."""
     visible = [torch.full((2,), float(k)) for k in range(3)]
     plan = recorded(pool, lambda s: [s.count(x) for x in visible])
     secret = recorded(pool, lambda s: [s.count(torch.full((2,), 77.0)) for _ in range(5)])

@@ -187,10 +187,9 @@ class StudentProxy(Pipeline):
     # -- tests -----------------------------------------------------------------------------
 
     def begin_test(self, forecast: Forecast | None, then: Forecast | None = None) -> None:
-        """A test starts: its forecast's first calls go to the worker now, in one write
-        (those sent as the previous test's `then` are already on their way), while the
-        replies to other calls still ahead are read and dropped. `then`: the forecast of
-        the test that runs next, sent once this one's is all sent."""
+        """A test starts: its forecast's calls go to the worker now (unless sent already as
+        the previous test's `then`), in one write, and the replies to other calls still
+        ahead are dropped. `then`: the next test's forecast, sent once this one's is."""
         self._abandoned.extend(self.ahead.begin(forecast, then))
         self._test_losses = self._losses
         if self._worker is not None and self.load_error is None:
@@ -199,8 +198,7 @@ class StudentProxy(Pipeline):
 
     def end_test(self) -> Forecast | None:
         """The test ended: its calls, in order (the next run's forecast, if it passed), or
-        None when a worker was lost during it. Its calls still ahead are abandoned (the
-        next test's stay)."""
+        None when a worker was lost during it. Its own calls still ahead are abandoned."""
         self._abandoned.extend(self.ahead.end())
         script, self.ahead.script = tuple(self.ahead.script), []
         return script if self._losses == self._test_losses else None
@@ -387,17 +385,9 @@ def open_student(
     forecast: Forecast | None = None,
     then: Forecast | None = None,
 ) -> Iterator[StudentProxy]:
-    """A loaded StudentProxy; its worker is stopped on exit. See .load_error first.
-    `forecast`: the first test's (sent once loaded), `then`: the next test's."""
-    proxy = StudentProxy(
-        source,
-        filename=filename,
-        functions=functions,
-        limits=limits,
-        pool=pool,
-        forecast=forecast,
-        then=then,
-    )
+    """A loaded StudentProxy; its worker is stopped on exit. See .load_error first."""
+    proxy = StudentProxy(source, filename=filename, functions=functions, limits=limits,
+                         pool=pool, forecast=forecast, then=then)  # fmt: skip
     try:
         yield proxy.start()
     finally:

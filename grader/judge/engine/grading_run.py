@@ -82,9 +82,11 @@ class GradingRun:
         if time.perf_counter() <= self._deadline:
             record = self.tests.records.get(nodeid)
             self.sandbox.watch(nodeid if record is not None and not record.hidden else None)
-            following = self._following.get(nodeid)  # a test of this request, same mode
-            then = None if following is None else self.forecasts.get(self._forecast_key(following))
-            self.sandbox.begin_test(self.forecasts.get(self._forecast_key(nodeid)), then)
+            key, following = self._forecast_key(nodeid), self._following.get(nodeid)
+            then = None  # the next test of this request (same mode), where this one leads
+            if following is not None and self.forecasts.leads(key):
+                then = self.forecasts.get(self._forecast_key(following))
+            self.sandbox.begin_test(self.forecasts.get(key), then)
             return True
         self._timed_out = True
         limit = self.limits.grading_wall_seconds
@@ -97,7 +99,7 @@ class GradingRun:
         calls = self.sandbox.end_test()
         record = self.tests.records.get(nodeid)
         if calls and record is not None and record.outcome == "passed":
-            self.forecasts.keep(self._forecast_key(nodeid), calls)
+            self.forecasts.keep(self._forecast_key(nodeid), calls, self.sandbox.test_round_trips)
 
     def _forecast_key(self, nodeid: str) -> tuple:
         """Whose forecast a test gets: the same test in the same mode (a hidden test runs on

@@ -54,6 +54,11 @@ class StudentSession:
             return None
         return self.proxy.end_test() or None
 
+    @property
+    def test_round_trips(self) -> int:
+        """The requests of its own that the test that ended last waited for."""
+        return 0 if self.proxy is None else self.proxy.test_round_trips
+
     def last_call(self, nodeid: str) -> RecordedCall | None:
         return self._last_call.get(nodeid)
 

@@ -190,18 +190,33 @@ class Forecasts:
 
     def __init__(self) -> None:
         self._kept: dict[tuple, Forecast] = {}
+        self._waited: set[tuple] = set()  # tests whose last passing run waited for a reply
 
     def get(self, test: tuple) -> Forecast | None:
         return self._kept.get(test)
 
-    def keep(self, test: tuple, calls: Forecast) -> None:
+    def leads(self, test: tuple) -> bool:
+        """Whether the next test's calls may follow this test's: its last passing run
+        waited for no reply to a request of its own (a backward with other weights than
+        ones, a call the forecast did not predict), which would wait behind them, and time
+        out, wrongly charged to this test, where the next test's inputs make the code hang."""
+        return test in self._kept and test not in self._waited
+
+    def keep(self, test: tuple, calls: Forecast, round_trips: int = 0) -> None:
         """After a test passed (its calls made without a restart), its calls become its
-        forecast for the next grading that runs it in the same mode."""
+        forecast for the next grading that runs it in the same mode; `round_trips`: the
+        requests of its own it waited for (see `leads`)."""
         if not calls:
             return
         if test not in self._kept and len(self._kept) >= FORECASTS_KEPT:
-            del self._kept[next(iter(self._kept))]
+            oldest = next(iter(self._kept))
+            del self._kept[oldest]
+            self._waited.discard(oldest)
         self._kept[test] = calls
+        if round_trips:
+            self._waited.add(test)
+        else:
+            self._waited.discard(test)
 
     def __len__(self) -> int:
         return len(self._kept)

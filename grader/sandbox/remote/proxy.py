@@ -86,6 +86,8 @@ class StudentProxy(Pipeline):
         self._written: set[str] = set()
         self._losses = 0  # workers stopped or lost (a timeout, a crash, a broken protocol)
         self._test_losses = 0  # ... when the current test began
+        self._test_round_trips = 0  # round trips when the current test began (or loaded)
+        self.test_round_trips = 0  # ... that the test that ended last waited for
         self._output = StudentOutput(self.limits.output_bytes)
         for name in self.functions:
             if name.startswith("_") or hasattr(type(self), name) or name in vars(self):
@@ -107,6 +109,7 @@ class StudentProxy(Pipeline):
         self._channel = Channel(worker.sock, worker.limits.wire())
         self._wait_ready()
         self.load_error = self._load()
+        self._test_round_trips = self.round_trips  # the load is no test's own request
         if self.load_error is None:
             self._send_ahead()
         return self
@@ -191,7 +194,7 @@ class StudentProxy(Pipeline):
         the previous test's `then`), in one write, and the replies to other calls still
         ahead are dropped. `then`: the next test's forecast, sent once this one's is."""
         self._abandoned.extend(self.ahead.begin(forecast, then))
-        self._test_losses = self._losses
+        self._test_losses, self._test_round_trips = self._losses, self.round_trips
         if self._worker is not None and self.load_error is None:
             self._send_ahead()
         self._settle()
@@ -200,6 +203,7 @@ class StudentProxy(Pipeline):
         """The test ended: its calls, in order (the next run's forecast, if it passed), or
         None when a worker was lost during it. Its own calls still ahead are abandoned."""
         self._abandoned.extend(self.ahead.end())
+        self.test_round_trips = self.round_trips - self._test_round_trips
         script, self.ahead.script = tuple(self.ahead.script), []
         return script if self._losses == self._test_losses else None
 

@@ -14,7 +14,13 @@ import pytest
 import torch
 
 from grader.sandbox import WAITS, Limits, StudentTimeout, WorkerPool
-from grader.sandbox.remote import AHEAD_CALLS, TOP_UP_BELOW, open_student
+from grader.sandbox.remote import (
+    AHEAD_CALLS,
+    TOP_UP_BELOW,
+    ForecastCall,
+    Forecasts,
+    open_student,
+)
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("time_guard")]
 GUARD_S = 90  # per test: two worker starts on a busy machine, and a drop's wait
@@ -216,6 +222,37 @@ def test_calls_sent_for_a_next_test_that_does_not_come_are_dropped(pool):
         assert ahead.ahead.answered == len(first) + len(third)
         assert ahead.end_test() == plans[2]
         assert ahead.round_trips == 1 and ahead.restarts == 0
+
+
+def test_a_test_counts_the_requests_of_its_own_it_waited_for(pool):
+    """What decides whether the next test's calls may follow a test's (Forecasts.leads): a
+    backward with weights, or a call not predicted, waits for its own reply; the load and
+    calls answered ahead do not count."""
+    (first, _, _), plans = recorded_tests(pool)
+    logp, old, _, mask = batch(1)
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool, forecast=plans[0]) as ahead:
+        ahead.begin_test(plans[0])
+        for x in first:
+            ahead.count(x)
+        ahead.end_test()
+        assert ahead.test_round_trips == 0  # all answered ahead; the load is no test's
+        ahead.begin_test(None)
+        ratio = ahead.sequence_ratio(logp, old, mask)
+        ratio.backward(torch.tensor([1.0, 2.0, 3.0], dtype=ratio.dtype))  # asks the worker
+        ahead.end_test()
+        assert ahead.test_round_trips == 2  # the call (no forecast) and its backward
+
+
+def test_a_test_leads_the_next_ones_calls_only_if_its_last_passing_run_waited_for_none():
+    forecasts = Forecasts()
+    calls = (ForecastCall(b"{}", 2),)
+    assert not forecasts.leads(("submit", "t"))  # nothing kept
+    forecasts.keep(("submit", "t"), calls, round_trips=0)
+    assert forecasts.leads(("submit", "t"))
+    forecasts.keep(("submit", "t"), calls, round_trips=1)  # a backward of its own waited
+    assert not forecasts.leads(("submit", "t")) and forecasts.get(("submit", "t")) == calls
+    forecasts.keep(("submit", "t"), calls)
+    assert forecasts.leads(("submit", "t"))
 
 
 def test_a_test_whose_worker_restarted_gives_no_forecast(pool):

@@ -23,7 +23,10 @@ setup run in the judge. When the next test begins, those calls are its own, alre
 their way. A call the forecast did not predict drops them too (the next test then sends its
 forecast again from its first call), so the worker never runs a call of the next test before
 a call of this one; calls sent for a next test that does not come (another one began) are
-dropped like any other.
+dropped like any other. Only a test whose last passing run waited for no reply of its own
+(a backward with other weights than ones, a call not predicted) leads the next one's calls
+(`Forecasts.leads`): such a request would wait behind them, and where the next test's inputs
+make the code hang, it would time out in this test, charged to the wrong one.
 
 Only what a test really called ever reaches it: a reply is used for an equal call only, and
 the worker ran it on equal bytes. The worker itself is unchanged: it answers requests in

@@ -180,9 +180,8 @@ class CallsAhead:
         """No more calls ahead in this test (a call the forecast did not predict), nor for
         the next one, which sends its forecast again when it begins: every call sent and
         not taken, whose replies are still due."""
-        pending = [*self.pending, *self.then_pending]
-        self.forecast = self.then = None
-        self.pending.clear()
+        pending = [*self.end(), *self.then_pending]
+        self.then = None
         self.then_pending.clear()
         return pending
 
@@ -192,18 +191,19 @@ class Forecasts:
     grading in which it passed. The key names the test and the mode it ran in."""
 
     def __init__(self) -> None:
-        self._kept: dict[tuple, Forecast] = {}
-        self._waited: set[tuple] = set()  # tests whose last passing run waited for a reply
+        self._kept: dict[tuple, tuple[Forecast, bool]] = {}  # test -> (its calls, leads)
 
     def get(self, test: tuple) -> Forecast | None:
-        return self._kept.get(test)
+        kept = self._kept.get(test)
+        return None if kept is None else kept[0]
 
     def leads(self, test: tuple) -> bool:
         """Whether the next test's calls may follow this test's: its last passing run
         waited for no reply to a request of its own (a backward with other weights than
         ones, a call the forecast did not predict), which would wait behind them, and time
         out, wrongly charged to this test, where the next test's inputs make the code hang."""
-        return test in self._kept and test not in self._waited
+        kept = self._kept.get(test)
+        return kept is not None and kept[1]
 
     def keep(self, test: tuple, calls: Forecast, round_trips: int = 0) -> None:
         """After a test passed (its calls made without a restart), its calls become its
@@ -212,14 +212,8 @@ class Forecasts:
         if not calls:
             return
         if test not in self._kept and len(self._kept) >= FORECASTS_KEPT:
-            oldest = next(iter(self._kept))
-            del self._kept[oldest]
-            self._waited.discard(oldest)
-        self._kept[test] = calls
-        if round_trips:
-            self._waited.add(test)
-        else:
-            self._waited.discard(test)
+            del self._kept[next(iter(self._kept))]
+        self._kept[test] = (calls, round_trips == 0)
 
     def __len__(self) -> int:
         return len(self._kept)

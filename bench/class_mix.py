@@ -254,7 +254,7 @@ def machine_busy_s() -> float:
 
 
 ROLES = (  # a process's role, from its command line; the first match counts
-    ("judges", "grader.judge.process"),
+    ("judges", "grader.judge_process"),
     ("zygote", "--zygote"),  # with its forks' own CPU; the workers are counted apart
     ("server", "grader.service import serve"),  # the API, the node, SQLite (and plots, in
     # a tree without a plotting process)

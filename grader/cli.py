@@ -36,7 +36,7 @@ from grader.judge import TierRegistryError, load_tiers, parse_tier_list
 from grader.sandbox import IsolationError, check_host
 
 PROG = "gspo-grader"
-LOG_LEVEL = "GSPO_GRADER_LOG_LEVEL"  # the judges' log level (grader/judge/process.py)
+LOG_LEVEL = "GSPO_GRADER_LOG_LEVEL"  # the judges' log level (grader/judge_process.py)
 
 
 class UsageProblem(Exception):

@@ -7,8 +7,9 @@
         report = grader.grade(source, mode="run", exercise="gspo")
 
 One Submit, hop by hop: Grader.grade (grader.py) -> JudgeClient.grade (client.py, over the
-link of link.py) -> the judge process's loop (process.py) -> Judge.grade and the prepared
-pytest session (engine/) -> the tier tests, with the fixtures of engine/plugin.py and the
+link of link.py) -> the judge process's loop (grader/judge_process.py, outside this package:
+it starts its sandbox before it imports this face) -> Judge.grade and the prepared pytest
+session (engine/) -> the tier tests, with the fixtures of engine/plugin.py and the
 GradingRun of engine/grading_run.py -> the sandboxed student (grader.sandbox.remote) ->
 GradingRun.report -> back, with the GradingStats (stats.py) beside the Report.
 

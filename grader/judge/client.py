@@ -1,4 +1,4 @@
-"""The Grader's handle on one judge process (`python -m grader.judge.process`).
+"""The Grader's handle on one judge process (`python -m grader.judge_process`).
 
 Starts the process with its end of a socketpair as an inherited fd, waits for it to say it
 is warm, sends it requests, and reads back reports; kills its whole process group (its
@@ -45,7 +45,7 @@ class JudgeClient:
     ) -> None:
         self.gradings = 0
         self.grading_wall_seconds = (limits or Limits()).grading_wall_seconds
-        argv = [sys.executable, "-m", "grader.judge.process"]
+        argv = [sys.executable, "-m", "grader.judge_process"]
         argv += ["--limits", limits.to_json()] if limits is not None else []
         argv += ["--warm"] if warm else []
         argv += ["--one-shot"] if one_shot else ["--spare-workers", str(spare_workers)]

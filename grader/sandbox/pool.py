@@ -5,8 +5,10 @@ anything inside it. The pool keeps `size` idle workers started in the background
 any that die while waiting, and starts one on the spot when none is idle.
 
 Where the host offers the bwrap level, workers are forked from a zygote that has imported
-torch once (zygote_client.py): milliseconds per worker instead of seconds of CPU. When the zygote
-cannot answer, it is restarted, and after three failures in a row the pool spawns workers.
+torch once (zygote_client.py): milliseconds per worker instead of seconds of CPU. The zygote
+is started when the pool is made, on the caller's thread, and its first fork waits for its
+imports. When the zygote cannot answer, it is restarted, and after three failures in a row
+the pool spawns workers.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from grader.sandbox.worker.contract import WAITS, Limits
 from grader.sandbox.zygote_client import (
     ZygoteClient,
     ZygoteError,
-    started_zygote,
+    new_zygote,
     zygote_possible,
 )
 
@@ -62,6 +64,8 @@ class WorkerPool:
         self._closed = False
         self.last_error: BaseException | None = None  # why the last background start failed
         self._cond = threading.Condition()
+        if size > 0:  # the zygote's process starts here, on the caller's thread: its imports
+            self._live_zygote()  # (seconds) run beside the caller's own, not after them
         self._filler = threading.Thread(target=self._fill, name="gspo-pool-filler", daemon=True)
         self._filler.start()
 
@@ -76,6 +80,11 @@ class WorkerPool:
             worker = self._start(arm_clock=False)
         worker.arm_grading_clock()
         return worker
+
+    def has_idle(self) -> bool:
+        """Whether a started worker waits now: `acquire` would not wait for one."""
+        with self._cond:
+            return bool(self._idle)
 
     def wait_filled(self, timeout: float) -> bool:
         """Block until `size` workers are idle (tests and warm-up); False on timeout."""
@@ -156,7 +165,7 @@ class WorkerPool:
                             self._zygote_failures)  # fmt: skip
                 self._want_zygote = False
                 return None
-            self._zygote = started_zygote(self.limits)
+            self._zygote = new_zygote(self.limits)
             if self._zygote is None:
                 self._zygote_failures += 1
             return self._zygote

@@ -90,6 +90,7 @@ class ZygoteClient:
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
         self._lock = threading.Lock()
+        self._began = time.monotonic()
         self._handle = spawn.start_zygote(limits)
         self._ready = False
 
@@ -130,7 +131,8 @@ class ZygoteClient:
         if message.get("op") != Op.READY:
             raise self._fail(f"unexpected first message {message!r}")
         self._ready = True
-        log.info("sandbox zygote ready (pid %s)", message.get("pid"))
+        took = time.monotonic() - self._began
+        log.info("sandbox zygote ready (pid %s) after %.1f s", message.get("pid"), took)
 
     def _request(self, limits: Limits, uid: int | None) -> WorkerHandle:
         judge_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -206,14 +208,11 @@ def _close_all(*items) -> None:
             item.close() if isinstance(item, socket.socket) else os.close(item)
 
 
-def started_zygote(limits: Limits) -> ZygoteClient | None:
-    """A zygote that has said ready, or None (logged) when this host cannot run one."""
-    began = time.monotonic()
+def new_zygote(limits: Limits) -> ZygoteClient | None:
+    """A zygote process just started, its imports still running (`fork_worker` waits for
+    them), or None (logged) when this host cannot start one."""
     try:
-        zygote = ZygoteClient(limits)
-        zygote.wait_ready()
+        return ZygoteClient(limits)
     except (ZygoteError, OSError, isolation.IsolationError) as exc:
         log.warning("no sandbox zygote, workers will be spawned: %s", exc)
         return None
-    log.info("sandbox zygote started in %.1f s", time.monotonic() - began)
-    return zygote

@@ -103,3 +103,13 @@ def test_no_face_hides_its_names_behind_a_module_getattr():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         names = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
         assert "__getattr__" not in names, f"{path} has a module __getattr__"
+
+
+def test_a_judge_process_starts_its_sandbox_before_it_imports_the_judge():
+    """grader/judge_process.py starts its sandbox's zygote first: its module imports none of
+    grader.judge (whose face loads the report model), torch or pytest."""
+    heavy = "{'torch', 'pytest', 'pydantic', 'grader.judge'}"
+    code = f"import sys, grader.judge_process; print(sorted({heavy} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", f"grader.judge_process loads {done.stdout.strip()}"

@@ -12,6 +12,7 @@ plugin.py          the hooks and fixtures (student, reference, experiment, ...)
 verdicts.py        an exception in a test -> outcome, message and whose fault
 recording.py       the `student` fixture: calls noted, signatures read from the source
 reference_memo.py  the `reference` fixture: results remembered between gradings
+rehearsal.py       a first grading's forecasts: the reference graded while the sandbox starts
 tiercode.py        the tier modules compiled once per judge process
 """
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -56,9 +57,11 @@ class GradingRun:
         limits: Limits,
         pool: Any,
         forecasts: Forecasts,
+        stop: Callable[[], bool] | None = None,
     ) -> None:
         self.exercise, self.trusted, self.limits = exercise, trusted, limits
         self.forecasts = forecasts  # shared by the gradings of one exercise in this judge
+        self.stop = stop  # asked before each test: True leaves the rest not run (rehearsal.py)
         self.tests = TestLedger(tiers, exercise.tiers_dir)
         self.sandbox = StudentSession(exercise, limits, pool)
         self.request: GradingRequest | None = None
@@ -78,7 +81,11 @@ class GradingRun:
         return keep, drop
 
     def begin(self, nodeid: str) -> bool:
-        """A test starts; False when the grading is out of time (the test is not run)."""
+        """A test starts; False when the grading is out of time, or told to stop (the test
+        is not run)."""
+        if self.stop is not None and self.stop():
+            self.verdict(nodeid, TestVerdict("skipped", "Not run: the grading was stopped."))
+            return False
         if time.perf_counter() <= self._deadline:
             record = self.tests.records.get(nodeid)
             self.sandbox.watch(nodeid if record is not None and not record.hidden else None)

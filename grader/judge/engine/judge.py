@@ -1,6 +1,7 @@
 """The judge's engine, run in a judge process: pytest sessions over the tier suites.
 
     judge = Judge(limits, pool)
+    judge.rehearse(request)                # a first grading: its forecasts, while the pool starts
     report, stats = judge.grade(request)   # a GradingRequest -> its Report and GradingStats
     judge.prepare(request.exercise)        # collect the next session ahead, while idle
 
@@ -8,16 +9,19 @@ Each grading is one pytest session (pytest_session.py). Every session imports th
 modules afresh (nothing a module holds passes from one student's grading to the next); only
 their compiled code is kept (tiercode.py), and the exercise's reference and toy modules,
 which are trusted, are loaded once (runtime.py). Student code never runs here: the
-`student` fixture talks to a sandboxed worker.
+`student` fixture talks to a sandboxed worker (a rehearsal's, to a thread serving the
+exercise's reference: rehearsal.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import logging
 from pathlib import Path
 
 from grader.exercise import Exercise, find_exercise
+from grader.judge.engine import rehearsal
 from grader.judge.engine.ledger import TestRecord
 from grader.judge.engine.pytest_session import PreparedRun
 from grader.judge.engine.runtime import ExerciseRuntime
@@ -28,6 +32,7 @@ from grader.judge.stats import GradingStats
 from grader.report import Report
 from grader.sandbox import Limits
 
+log = logging.getLogger(__name__)
 
 class Judge:
     """Grades requests in this (trusted) process, one at a time, for any exercise."""
@@ -36,10 +41,12 @@ class Judge:
         self.limits, self.pool = limits, pool
         self._runtimes: dict[Path, ExerciseRuntime] = {}
         self._prepared: PreparedRun | None = None
+        self._seen: set[tuple[Path, str]] = set()  # (exercise root, mode) graded or rehearsed
 
     def grade(self, request: GradingRequest) -> tuple[Report, GradingStats]:
         """The Report of one request, and its stats (an unknown exercise: ExerciseError)."""
         exercise = find_exercise(request.exercise)
+        self._seen.add((exercise.root, request.mode))
         try:
             self._prepare(exercise)
         except Exception as error:  # tiers.toml, the reference or the toy is broken
@@ -49,6 +56,24 @@ class Judge:
             return report, GradingStats()
         prepared, self._prepared = self._prepared, None
         return prepared.grade(request)
+
+    def rehearse(self, request: GradingRequest) -> int:
+        """Before this judge's first grading of an exercise in a mode, and only while no
+        sandboxed worker is ready: grade the exercise's reference in this process, so that
+        `request`'s tests have forecasts (rehearsal.py). The number of tests that passed (0:
+        no rehearsal)."""
+        exercise = find_exercise(request.exercise)
+        key = (exercise.root, request.mode)
+        if key in self._seen or self.pool is None or self.pool.has_idle():
+            return 0
+        self._seen.add(key)
+        self.close()  # the session collected ahead: one pytest session at a time
+        try:
+            runtime = self._runtime(exercise)
+            return rehearsal.rehearse(runtime, self.limits, request, stop=self.pool.has_idle)
+        except Exception:  # grade() meets a broken exercise again and reports it
+            log.exception("the rehearsal of %s failed; grading without it", exercise.id)
+            return 0
 
     def prepare(self, exercise_id: str | None) -> None:
         """Collect the next session for this exercise now, while nobody waits."""
@@ -64,9 +89,12 @@ class Judge:
         if self._prepared is not None and self._prepared.runtime.exercise.root == exercise.root:
             return
         self.close()
+        self._prepared = PreparedRun.collect(self._runtime(exercise), self.limits, self.pool)
+
+    def _runtime(self, exercise: Exercise) -> ExerciseRuntime:
         runtime = self._runtimes.get(exercise.root) or ExerciseRuntime.load(exercise)
         self._runtimes[exercise.root] = runtime
-        self._prepared = PreparedRun.collect(runtime, self.limits, self.pool)
+        return runtime
 
 
 def inventory(exercise: Exercise) -> list[TestRecord]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,9 +84,12 @@ class PreparedRun:
     _saved: tuple[dict, list] = field(default_factory=lambda: (dict(sys.modules), list(sys.path)))
 
     @classmethod
-    def collect(cls, runtime: ExerciseRuntime, limits: Limits, pool) -> PreparedRun:
+    def collect(
+        cls, runtime: ExerciseRuntime, limits: Limits, pool, stop: Callable[[], bool] | None = None
+    ) -> PreparedRun:
+        """`stop`: asked before each test; once True, the rest is not run (GradingRun.begin)."""
         grading = GradingRun(
-            runtime.exercise, runtime.tiers, runtime.trusted, limits, pool, runtime.forecasts
+            runtime.exercise, runtime.tiers, runtime.trusted, limits, pool, runtime.forecasts, stop
         )
         prepared = cls(runtime, grading)
         began = time.process_time()

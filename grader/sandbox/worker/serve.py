@@ -108,11 +108,14 @@ def _send_reply(channel: Channel, worker: Worker, msg: dict, reply: dict) -> Non
     channel.send_frame(frame)
 
 
-def serve_requests(sock: socket.socket, limits: WireLimits | None = None) -> int:
-    """Answer requests until the judge closes the channel; returns the exit status."""
+def serve_requests(
+    sock: socket.socket, limits: WireLimits | None = None, worker: Worker | None = None
+) -> int:
+    """Answer requests until the judge closes the channel; returns the exit status.
+    `worker`: the state to serve with (a fresh Worker unless given)."""
     channel = Channel(sock, limits)
     channel.send({"op": Op.READY, "pid": os.getpid(), "torch": torch.__version__})
-    worker = Worker()
+    worker = worker or Worker()
     while True:
         try:
             frame = channel.recv()

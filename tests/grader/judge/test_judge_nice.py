@@ -62,7 +62,7 @@ def cmdline(pid: int) -> bytes:
 
 
 def judge_processes(pids: list[int]) -> list[int]:
-    return [pid for pid in pids if b"grader.judge.process" in cmdline(pid)]
+    return [pid for pid in pids if b"grader.judge_process" in cmdline(pid)]
 
 
 @pytest.mark.parametrize("nice", [0, 7])

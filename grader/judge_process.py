@@ -1,4 +1,4 @@
-"""A judge process: `python -m grader.judge.process --fd N [--limits JSON] [--warm] [--one-shot]
+"""A judge process: `python -m grader.judge_process --fd N [--limits JSON] [--warm] [--one-shot]
 [--nice N]`.
 
 A plain loop: receive a request, grade it, send the report, then collect the next pytest
@@ -8,6 +8,12 @@ keeps sandboxed workers started ahead (a WorkerPool), and --one-shot starts one 
 no replacement, and collects no next session (the CLI grading a single file).
 
 This process is the trusted judge: it never imports or executes student code.
+
+It lies outside the `grader.judge` package because its first act is to start its sandbox's
+zygote, whose imports (~2 s) are the longest path of a cold grading: started as a module of
+that package, Python would import the package's face first (the Grader's side and the report
+model, ~0.15 s). So only the sandbox's light face is imported at the top; the judge's
+modules, after the pool has started.
 """
 
 from __future__ import annotations
@@ -20,8 +26,6 @@ import sys
 import traceback
 from multiprocessing.connection import Connection
 
-from grader.exercise import catalog
-from grader.judge.link import GradingRequest, LinkClosed, receive, send
 from grader.sandbox import WAITS, Limits, WorkerPool
 from grader.sandbox.worker.confine import session_follows_niceness
 
@@ -51,7 +55,9 @@ def run_judge(argv: list[str] | None = None) -> int:
     limits = Limits.from_json(args.limits) if args.limits else Limits.from_env()
     workers = 1 if args.one_shot else args.spare_workers
     pool = WorkerPool(workers, limits, refill=not args.one_shot)
+    from grader.exercise import catalog
     from grader.judge.engine import Judge  # imports torch and pytest
+    from grader.judge.link import GradingRequest, LinkClosed, send
 
     _prepare_torch()
     judge = Judge(limits, pool)
@@ -81,9 +87,12 @@ def run_judge(argv: list[str] | None = None) -> int:
 def _serve(link: Connection, judge, collect_ahead: bool) -> None:
     """Answer requests until told to exit or the Grader goes away; `collect_ahead`: collect
     the next session after each answer (a one-shot judge's only next message is exit)."""
+    from grader.judge.link import GradingRequest, receive, send
+
     judge.prepare(None)
     while (message := receive(link)).get("op") == "grade":
         request = GradingRequest.from_message(message)
+        judge.rehearse(request)  # only before a first grading, while no worker is ready
         try:
             report, stats = judge.grade(request)
             answer = {"report": report.model_dump_json(), "stats": stats.as_dict()}

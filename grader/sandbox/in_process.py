@@ -12,6 +12,7 @@ never reaches it.
 
 from __future__ import annotations
 
+import contextlib
 import linecache
 import socket
 import sys
@@ -36,10 +37,8 @@ class ThreadEnd:
         self._thread, self._sock = thread, sock
 
     def signal_kill(self) -> None:
-        try:
+        with contextlib.suppress(OSError):  # closed already
             self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:  # closed already
-            pass
 
     def reap(self, block: bool) -> tuple[int, float] | None:
         self._thread.join(WAITS.status_after_kill_s if block else 0)
@@ -90,9 +89,8 @@ def _serve(sock: socket.socket, limits: Limits) -> None:
     """The request loop, then the module and source lines it registered are dropped: the
     judge's own modules must not see a `submission` module once the thread is done."""
     try:
-        serve.serve_requests(sock, limits.wire(), ReferenceWorker())
-    except OSError:  # the judge shut the socket while a reply was being sent
-        pass
+        with contextlib.suppress(OSError):  # the judge shut the socket during a reply
+            serve.serve_requests(sock, limits.wire(), ReferenceWorker())
     finally:
         module = sys.modules.pop(student.MODULE_NAME, None)
         if module is not None:

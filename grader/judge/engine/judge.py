@@ -34,6 +34,7 @@ from grader.sandbox import Limits
 
 log = logging.getLogger(__name__)
 
+
 class Judge:
     """Grades requests in this (trusted) process, one at a time, for any exercise."""
 

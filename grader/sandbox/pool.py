@@ -64,8 +64,8 @@ class WorkerPool:
         self._closed = False
         self.last_error: BaseException | None = None  # why the last background start failed
         self._cond = threading.Condition()
-        if size > 0:  # the zygote's process starts here, on the caller's thread: its imports
-            self._live_zygote()  # (seconds) run beside the caller's own, not after them
+        if size > 0 and self._want_zygote:  # its process starts here, on the caller's thread:
+            self._start_zygote()  # its imports (seconds) run beside the caller's own
         self._filler = threading.Thread(target=self._fill, name="gspo-pool-filler", daemon=True)
         self._filler.start()
 
@@ -151,12 +151,13 @@ class WorkerPool:
         return spawn_worker(self.limits, arm_clock=arm_clock, **self._start_args)
 
     def _live_zygote(self) -> ZygoteClient | None:
-        """The zygote, (re)started if it died; None once it failed too often or is off."""
+        """The zygote once it is ready, (re)started if it died; None once it failed too
+        often or is off."""
         with self._zygote_lock:
             if not self._want_zygote:
                 return None
             if self._zygote is not None and self._zygote.alive():
-                return self._zygote
+                return self._ready_zygote()
             if self._zygote is not None:
                 self._zygote.close()
                 self._zygote, self._zygote_failures = None, self._zygote_failures + 1
@@ -165,10 +166,26 @@ class WorkerPool:
                             self._zygote_failures)  # fmt: skip
                 self._want_zygote = False
                 return None
-            self._zygote = new_zygote(self.limits)
-            if self._zygote is None:
-                self._zygote_failures += 1
-            return self._zygote
+            return self._ready_zygote() if self._start_zygote() else None
+
+    def _start_zygote(self) -> bool:
+        """Start the zygote's process, not waiting for its imports; a failure is counted."""
+        self._zygote = new_zygote(self.limits)
+        if self._zygote is None:
+            self._zygote_failures += 1
+        return self._zygote is not None
+
+    def _ready_zygote(self) -> ZygoteClient | None:
+        """The zygote once it has said ready; None when it cannot (counted once, logged,
+        closed: the next start makes a new one)."""
+        try:
+            self._zygote.wait_ready()
+        except ZygoteError as exc:
+            log.warning("no sandbox zygote, workers will be spawned: %s", exc)
+            self._zygote.close()
+            self._zygote, self._zygote_failures = None, self._zygote_failures + 1
+            return None
+        return self._zygote
 
     def _fill(self) -> None:
         """Background loop: drop dead idle workers, start new ones up to `size`."""

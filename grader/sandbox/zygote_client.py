@@ -209,7 +209,7 @@ def _close_all(*items) -> None:
 
 
 def new_zygote(limits: Limits) -> ZygoteClient | None:
-    """A zygote process just started, its imports still running (`fork_worker` waits for
+    """A zygote process just started, its imports still running (`wait_ready` waits for
     them), or None (logged) when this host cannot start one."""
     try:
         return ZygoteClient(limits)

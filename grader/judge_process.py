@@ -92,8 +92,8 @@ def _serve(link: Connection, judge, collect_ahead: bool) -> None:
     judge.prepare(None)
     while (message := receive(link)).get("op") == "grade":
         request = GradingRequest.from_message(message)
-        judge.rehearse(request)  # only before a first grading, while no worker is ready
         try:
+            judge.rehearse(request)  # only before a first grading, while no worker is ready
             report, stats = judge.grade(request)
             answer = {"report": report.model_dump_json(), "stats": stats.as_dict()}
         except Exception:  # a bug of ours: say so, keep serving

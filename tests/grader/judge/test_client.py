@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from grader.judge import JudgeClient
+from grader.judge import GradingRequest, JudgeClient, JudgeFailed
 
 
 def _pipes_held() -> set[int]:
@@ -63,3 +63,19 @@ def test_two_kills_at_once_keep_no_copy_of_another_files_descriptor():
         churner.join()
     assert churned, "the other thread opened no pipe"
     assert not (_pipes_held() & churned), "a closed pipe is still held open by a copy"
+
+
+def test_a_request_the_judge_cannot_place_is_answered_and_the_judge_keeps_serving():
+    """An exercise that is not in the judge's catalog (the Grader checks first; a folder can
+    vanish in between) fails that request only, rehearsal included: the judge answers with
+    its error and lives on."""
+    judge = JudgeClient(None, warm=False, one_shot=True, spare_workers=0)
+    try:
+        judge.wait_ready()
+        with pytest.raises(JudgeFailed) as failed:
+            judge.grade(GradingRequest(source="x = 1\n", exercise="no-such-exercise"))
+        assert "the judge process failed" in str(failed.value)
+        assert "no-such-exercise" in str(failed.value)
+        assert judge.alive()
+    finally:
+        judge.close()

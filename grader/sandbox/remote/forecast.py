@@ -2,9 +2,13 @@
 
 A judge runs the same tests, on the same inputs, again and again: only the submission
 changes. So the calls one test made (function name, argument bytes, grad mode) the last time
-it passed forecast its calls the next time it runs. When a test starts, the proxy sends its
-forecast's first calls to the worker at once, in one write; when the test then makes a call,
-the proxy compares it byte for byte with the forecast's next one:
+it passed forecast its calls the next time it runs, and so do the backwards it asked of the
+worker (those with other output gradients than ones, such as `(y * w).sum()`: their bytes,
+and which of the test's calls each one differentiates). When a test starts, the proxy sends
+its forecast's first requests to the worker at once, in one write (a backward right behind
+the call it differentiates, under that call's id, so the worker answers it from the graph
+it has just kept); when the test then makes a call, the proxy compares it byte for byte
+with the forecast's next one:
 
     equal      the worker has run it already, or is running it: its reply is on the way;
                the calls used up are topped up, again in one write
@@ -29,10 +33,11 @@ dropped like any other. Only a test whose last passing run waited for no reply o
 make the code hang, it would time out in this test, charged to the wrong one.
 
 Only what a test really called ever reaches it: a reply is used for an equal call only, and
-the worker ran it on equal bytes. The worker itself is unchanged: it answers requests in
-order, as ever. What the student's code can notice is that, after a difference or a failed
-check, or a test that ran out of time, its functions were called a few more times (at most
-AHEAD_CALLS) than the tests asked.
+the worker ran it on equal bytes; a backward's reply, for a backward of equal output
+gradients through the call at the same place in the same test. The worker itself is
+unchanged: it answers requests in order, as ever. What the student's code can notice is
+that, after a difference or a failed check, or a test that ran out of time, its functions
+were called a few more times (at most AHEAD_CALLS) than the tests asked.
 
 The whole of it lives here: a call as a forecast sees it (`ForecastCall`: encoded once, its
 bytes are the key it is compared by, and sending it again adds only the request's envelope,
@@ -63,15 +68,18 @@ FORECASTS_KEPT = 4096  # tests (mode, node id) whose last passing calls a judge 
 
 @dataclass(frozen=True)
 class ForecastCall:
-    """One call as the proxy encoded it (name, arguments, grad mode; no sequence number or
-    call id): what two calls must share to be the same call, and the request to send again."""
+    """One request as the proxy encoded it (a call: name, arguments, grad mode; a backward:
+    the output gradients; no sequence number or call id): what two requests must share to be
+    the same, and the request to send again. `target`: for a backward, the position in its
+    test's requests of the call it differentiates; None for a call."""
 
     key: bytes  # the encoded body: its JSON header, then its tensors' bytes (a copy)
     header_nbytes: int
+    target: int | None = None
 
     @classmethod
-    def of(cls, encoded: Encoded) -> ForecastCall:
-        return cls(b"".join(encoded.parts[1:]), len(encoded.parts[1]))
+    def of(cls, encoded: Encoded, target: int | None = None) -> ForecastCall:
+        return cls(b"".join(encoded.parts[1:]), len(encoded.parts[1]), target)
 
     def body(self) -> Encoded:
         """The encoded body again, for `codec.with_fields` to number and send."""
@@ -79,8 +87,10 @@ class ForecastCall:
         return Encoded([struct.pack(">I", size), view[:size], view[size:]], [], [])
 
 
-Forecast = tuple[ForecastCall, ...]  # the calls of one test in an earlier grading, in order
-Post = Callable[[list[ForecastCall]], list[tuple[int, int]] | None]
+Forecast = tuple[ForecastCall, ...]  # the requests of one test in an earlier grading, in order
+# sends [(request, for a backward the id of the call it differentiates)] in one write:
+# (seq, call id; None for a backward) of each, or None
+Post = Callable[[list[tuple[ForecastCall, int | None]]], list[tuple[int, int | None]] | None]
 
 
 class CallsAhead:
@@ -91,25 +101,31 @@ class CallsAhead:
     def __init__(self, forecast: Forecast | None = None, then: Forecast | None = None) -> None:
         self.forecast = forecast or None  # the current test's; None once dropped
         self.next = 0  # the forecast call that the next call should equal
-        self.pending: collections.deque[tuple[int, int]] = collections.deque()  # (seq, id)
+        self.pending: collections.deque[tuple[int, int | None]] = collections.deque()
+        self.ids: dict[int, int] = {}  # a forecast call's position -> the id it was sent with
         self.then = then or None  # the next test's forecast; None once dropped
-        self.then_pending: collections.deque[tuple[int, int]] = collections.deque()
-        self.sent = self.answered = 0  # over the whole grading
-        self.script: list[ForecastCall] = []  # the current test's calls
+        self.then_pending: collections.deque[tuple[int, int | None]] = collections.deque()
+        self.then_ids: dict[int, int] = {}
+        self.sent = self.answered = 0  # calls (not backwards), over the whole grading
+        self.script: list[ForecastCall] = []  # the current test's requests
+        self.tests = 0  # tests begun: a call's position in `script` holds in its own only
 
     def begin(self, forecast: Forecast | None, then: Forecast | None) -> list[tuple[int, int]]:
         """A test starts with its forecast (None: none kept); `then` is the next test's.
         The calls of `forecast` sent ahead as the previous test's `then` stay ahead; any
         other call still ahead is abandoned: (seq, call id) of each, whose replies are
         still due. The caller has taken the previous test's own calls (`end`)."""
-        stale: list[tuple[int, int]] = [*self.pending]
+        stale: list[tuple[int, int | None]] = [*self.pending]
         if forecast is not None and forecast is self.then:
             self.pending, self.then_pending = self.then_pending, collections.deque()
+            self.ids, self.then_ids = self.then_ids, {}
         else:
             stale += self.then_pending
             self.pending, self.then_pending = collections.deque(), collections.deque()
+            self.ids, self.then_ids = {}, {}
         self.forecast, self.next, self.script = forecast or None, 0, []
         self.then = then or None
+        self.tests += 1
         return stale
 
     def send(self, post: Post, room: Callable[[int, bool], bool]) -> None:
@@ -121,14 +137,17 @@ class CallsAhead:
         ahead = len(self.pending) + len(self.then_pending)
         if self.forecast is None or ahead >= TOP_UP_BELOW:
             return
-        batch: list[ForecastCall] = []
-        owners: list[collections.deque[tuple[int, int]]] = []
+        batch: list[tuple[ForecastCall, int | None]] = []
+        owners: list[tuple[int, collections.deque, dict[int, int]]] = []
         nbytes = 0
-        for call, owner in self._unsent():
+        for position, call, owner, ids in self._unsent():
             if ahead + len(batch) >= AHEAD_CALLS or not room(nbytes + len(call.key), not batch):
                 break
-            batch.append(call)
-            owners.append(owner)
+            target = None if call.target is None else ids.get(call.target)
+            if call.target is not None and target is None:
+                break  # not behind a call of its test sent ahead: the test asks for it itself
+            batch.append((call, target))
+            owners.append((position, owner, ids))
             nbytes += len(call.key)
         if not batch:
             return
@@ -136,9 +155,11 @@ class CallsAhead:
         if sent is None:  # a dead worker: the next request meets it and says so
             self.forecast = self.then = None
             return
-        for owner, ids in zip(owners, sent, strict=True):
-            owner.append(ids)
-        self.sent += len(sent)
+        for (position, owner, ids), (seq, call_id) in zip(owners, sent, strict=True):
+            owner.append((seq, call_id))
+            if call_id is not None:
+                ids[position] = call_id
+                self.sent += 1
 
     @property
     def active(self) -> bool:
@@ -146,43 +167,52 @@ class CallsAhead:
         drops them (`drop`)."""
         return self.forecast is not None or bool(self.then_pending)
 
-    def _unsent(self) -> Iterator[tuple[ForecastCall, collections.deque[tuple[int, int]]]]:
-        """The calls not yet sent, each with the queue its (seq, call id) joins once sent."""
+    def _unsent(self) -> Iterator[tuple[int, ForecastCall, collections.deque, dict[int, int]]]:
+        """The requests not yet sent: each one's position in its forecast, the request, the
+        queue its (seq, call id) joins once sent, and the ids its forecast's calls went with."""
         forecast = self.forecast or ()
-        for call in forecast[self.next + len(self.pending) :]:
-            yield call, self.pending
+        for position in range(self.next + len(self.pending), len(forecast)):
+            yield position, forecast[position], self.pending, self.ids
         if self.then is not None:
-            for call in self.then[len(self.then_pending) :]:
-                yield call, self.then_pending
+            for position in range(len(self.then_pending), len(self.then)):
+                yield position, self.then[position], self.then_pending, self.then_ids
 
-    def take(self, call: ForecastCall) -> tuple[int, int] | None:
-        """(seq, call id) of the call sent ahead that equals `call`, or None: the caller
-        then drops the forecast (`drop`) and sends the call itself. Either way it is
-        recorded in the test's script."""
+    def take(self, call: ForecastCall) -> tuple[int, int | None] | None:
+        """(seq, call id) of the request sent ahead that equals `call` (a backward: the same
+        output gradients through the call at the same position), or None: the caller then
+        drops the forecast (`drop`) and sends the request itself. Either way it is recorded
+        in the test's script."""
         forecast = self.forecast
-        if forecast is not None and self.pending and forecast[self.next].key == call.key:
+        if (
+            forecast is not None
+            and self.pending
+            and forecast[self.next].key == call.key
+            and forecast[self.next].target == call.target
+        ):
             self.script.append(forecast[self.next])  # the same bytes, kept once
             self.next += 1
-            self.answered += 1
+            self.answered += call.target is None
             return self.pending.popleft()
         self.script.append(call)
         return None
 
-    def end(self) -> list[tuple[int, int]]:
+    def end(self) -> list[tuple[int, int | None]]:
         """The test ended: its own calls sent and not taken, whose replies are still due.
         The next test's calls stay ahead."""
         pending = list(self.pending)
         self.forecast = None
         self.pending.clear()
+        self.ids = {}
         return pending
 
-    def drop(self) -> list[tuple[int, int]]:
+    def drop(self) -> list[tuple[int, int | None]]:
         """No more calls ahead in this test (a call the forecast did not predict), nor for
         the next one, which sends its forecast again when it begins: every call sent and
         not taken, whose replies are still due."""
         pending = [*self.end(), *self.then_pending]
         self.then = None
         self.then_pending.clear()
+        self.then_ids = {}
         return pending
 
 

@@ -41,7 +41,8 @@ class Pipeline:
         self._unread: collections.deque[tuple[int, int]] = collections.deque()  # (seq, bytes)
         self._unread_bytes = 0
         self._stash: dict[int, tuple[dict, Frame]] = {}  # replies read before they were wanted
-        self._abandoned: list[tuple[int, int]] = []  # (seq, id) sent ahead, not to be used
+        # (seq, call id; None for a backward) sent ahead, not to be used
+        self._abandoned: list[tuple[int, int | None]] = []
 
     def _lose_worker(self, reason: str | None) -> str:
         raise NotImplementedError  # the proxy's
@@ -154,14 +155,21 @@ class Pipeline:
         fits = self._unread_bytes + nbytes <= AHEAD_BYTES or (alone and not self._unread)
         return self._worker is not None and fits
 
-    def _post_ahead(self, calls: list[ForecastCall]) -> list[tuple[int, int]] | None:
-        """Send `calls` in one write; (seq, call id) of each, or None for a dead worker."""
+    def _post_ahead(
+        self, requests: list[tuple[ForecastCall, int | None]]
+    ) -> list[tuple[int, int | None]] | None:
+        """Send `requests` in one write: calls, and backwards each under the id of the call
+        it differentiates; (seq, call id, None for a backward) of each, or None for a dead
+        worker."""
         sent, frames = [], []
-        for call in calls:
-            self._next_id += 1
-            msg = {"id": self._next_id}
-            frames.append(self._encode(msg, call.body()))
-            sent.append((msg["seq"], msg["id"]))
+        for request, target in requests:
+            if request.target is None:
+                self._next_id += 1
+                msg = {"id": self._next_id}
+            else:
+                msg = {"id": target}
+            frames.append(self._encode(msg, request.body()))
+            sent.append((msg["seq"], msg["id"] if request.target is None else None))
         try:  # it fits the socket's buffers: sending never waits for the worker
             self._channel.send_frames(frames, time.monotonic() + WAITS.send_ahead_s)
         except WireError:  # part of a frame may have left: this channel is out of step
@@ -194,7 +202,8 @@ class Pipeline:
                     skip = bool(self._unread) and self._unread[0][0] in seqs
                     self._read_reply("calls sent ahead", WAITS.forecast_drop_s, deadline, skip)
                 self._stash.pop(seq)
-                self._release(call_id, generation)
+                if call_id is not None:  # a backward's: the call's graph is not its to free
+                    self._release(call_id, generation)
 
     def _forget_ahead(self) -> None:
         """The worker is gone, and with it every request not yet answered."""

@@ -16,9 +16,9 @@ Limits.retry_wall_seconds as its base; a function that has timed out twice is no
 again in this grading ("not run"), so code that never returns is judged in seconds, not
 after every test has waited out its own limit, and the other functions' tests still run.
 
-The starter: a function whose first NOT_IMPLEMENTED_CALLS calls all raised the same
-NotImplementedError, and that never returned, is not called again: its later calls raise
-that same error at once in the judge (see `_unwritten`).
+The starter: a function whose first calls all raised the same NotImplementedError, and that
+never returned, is not called again: its later calls raise that same error at once in the
+judge (stubs.py).
 
 Requests are pipelined (pipeline.py): the judge tells the proxy where each test starts
 (`begin_test`, with that test's forecast) and ends (`end_test`, which gives the test's calls
@@ -46,6 +46,7 @@ from grader.sandbox.output import StudentOutput
 from grader.sandbox.remote import autograd as remote_autograd
 from grader.sandbox.remote.forecast import CallsAhead, Forecast, ForecastCall
 from grader.sandbox.remote.pipeline import Pipeline
+from grader.sandbox.remote.stubs import Stubs
 from grader.sandbox.spawn import spawn_worker
 from grader.sandbox.worker.codec import Encoded, Frame, encode
 from grader.sandbox.worker.contract import WAITS, Limits, Op, WireError
@@ -53,7 +54,6 @@ from grader.sandbox.worker.wire import Channel
 
 MAX_RESTARTS = 20  # a submission that crashes on every call stops being restarted
 TIMEOUTS_BEFORE_NOT_RUN = 2  # a function that timed out this often is not called again
-NOT_IMPLEMENTED_CALLS = 3  # calls that all raised NotImplementedError: the function is a stub
 
 
 class StudentProxy(Pipeline):
@@ -80,10 +80,7 @@ class StudentProxy(Pipeline):
         self.isolation = ""
         self._pool = pool
         self._timeouts: dict[str, int] = {}  # function name -> timeouts in this grading
-        # function name -> (the NotImplementedError every call of it raised, how many calls);
-        # a function that returned once, or raised anything else, is in `_written` instead
-        self._stubbed: dict[str, tuple[StudentError, int]] = {}
-        self._written: set[str] = set()
+        self._stubs = Stubs()  # the functions the submission has not written
         self._losses = 0  # workers stopped or lost (a timeout, a crash, a broken protocol)
         self._test_losses = 0  # ... when the current test began
         self._test_round_trips = 0  # round trips when the current test began (or loaded)
@@ -241,6 +238,7 @@ class StudentProxy(Pipeline):
         encoded = encode(body, self.limits.wire())  # a WireError is the calling test's bug
         elements = sum(t.numel() for t in encoded.originals)
         ahead = self.ahead.take(ForecastCall.of(encoded))
+        position = (self.ahead.tests, len(self.ahead.script) - 1)  # for its backwards
         try:
             if ahead is not None:
                 seq, call_id = ahead
@@ -250,7 +248,7 @@ class StudentProxy(Pipeline):
                 if self.ahead.active:
                     self._drop_ahead()
                     self._settle()
-                stub = self._unwritten(name)
+                stub = self._stubs.error_for(name)
                 if stub is not None:
                     raise stub
                 if self._timeouts.get(name, 0) < TIMEOUTS_BEFORE_NOT_RUN:
@@ -260,63 +258,21 @@ class StudentProxy(Pipeline):
                 msg = {"id": call_id}
                 reply, _ = self._timed(name, name, msg, body=encoded, elements=elements)
         except StudentError as error:
-            self._note_raised(name, error)
+            self._stubs.raised(name, error)
             raise
-        self._written.add(name)
-        return self._finish_call(name, call_id, reply, encoded.originals, elements)
-
-    def _note_raised(self, name: str, error: StudentError) -> None:
-        """Count a call of `name` that raised; only NotImplementedError, the same each time,
-        keeps it a stub (a grader-made copy of that error counts as one more such call)."""
-        if name in self._written:
-            return
-        same = (error.type_name, error.message, error.line)
-        found = self._stubbed.get(name)
-        if (
-            error.type_name != "NotImplementedError"
-            or type(error) is not StudentError
-            or (found is not None and (found[0].type_name, found[0].message, found[0].line) != same)
-        ):
-            self._written.add(name)  # raised something else: always called from now on
-            self._stubbed.pop(name, None)
-            return
-        self._stubbed[name] = (found[0] if found else error, (found[1] if found else 0) + 1)
-
-    def _unwritten(self, name: str) -> StudentError | None:
-        """The error to raise at once for a call of a function the submission has not
-        written: its first NOT_IMPLEMENTED_CALLS calls raised the same NotImplementedError and
-        none returned. A copy of that error, so the report groups it with them ("same
-        error").
-
-        Why this cannot fail a correct implementation: a correct implementation passes every
-        tier test, and no tier test passes on a NotImplementedError it did not ask for (a
-        test that expects an error checks its type, ValueError and the like). So a function
-        whose calls raised NotImplementedError has already failed tests, and the grading
-        fails whatever its later calls do; the only calls answered here are those of a
-        function that has never returned in this grading, with the very error it raised on
-        every call so far. A function that returned once, or raised anything else, is
-        always called."""
-        found = self._stubbed.get(name)
-        if found is None or found[1] < NOT_IMPLEMENTED_CALLS or name in self._written:
-            return None
-        first = found[0]
-        return StudentError(
-            first.type_name,
-            first.message,
-            student_traceback=first.student_traceback,
-            line=first.line,
-            filename=first.filename,
-        )
+        self._stubs.returned(name)
+        return self._finish_call(name, (call_id, position), reply, encoded.originals, elements)
 
     def _finish_call(
-        self, name: str, call_id: int, reply: dict, originals: list, elements: int
+        self, name: str, call: tuple[int, tuple], reply: dict, originals: list, elements: int
     ) -> object:
-        """The call's result for the judge: mutations mirrored, gradients wired."""
-        generation = self._generation
+        """The call's result for the judge: mutations mirrored, gradients wired. `call`: its
+        id, and (test, position in that test's script) for its backwards' forecast."""
+        (call_id, position), generation = call, self._generation
         grad_inputs = [t for t in originals if t.requires_grad]
         early = self._early_vjp(reply)
         vjp = functools.partial(
-            self._backward, call_id, generation, grad_inputs, name, early, elements
+            self._backward, call_id, position, generation, grad_inputs, name, early, elements
         )
         release = functools.partial(self._release, call_id, generation)
         try:
@@ -335,7 +291,9 @@ class StudentProxy(Pipeline):
             return remote_autograd.EarlyVjp(reply["sum_grads"], None)
         return None
 
-    def _backward(self, call_id, generation, inputs, name, early, elements, grad_outputs) -> list:
+    def _backward(
+        self, call_id, position, generation, inputs, name, early, elements, grad_outputs
+    ) -> list:
         if early is not None and remote_autograd.all_ones(grad_outputs):
             if early.error is not None:
                 raise early.error
@@ -346,13 +304,34 @@ class StudentProxy(Pipeline):
                 raise StudentCrash(
                     f"the worker that ran {name} has stopped since, so its graph is gone"
                 )
-            msg = {"op": Op.BACKWARD, "id": call_id, "grad_outputs": grad_outputs}
-            reply, _ = self._timed(name, f"the backward of {name}", msg, elements=elements)
+            msg = {"op": Op.BACKWARD, "grad_outputs": grad_outputs}
+            body = encode(msg, self._channel.limits)
+            reply = self._backward_reply(name, call_id, position, body, elements)
             grads = reply.get("grads")
         try:
             return remote_autograd.check_grads(grads, inputs)
         except remote_autograd.ProtocolError as exc:
             raise self._protocol_error(str(exc)) from None
+
+    def _backward_reply(self, name, call_id, position, body: Encoded, elements: int) -> dict:
+        """The worker's answer to a backward through call `call_id`: sent ahead, when the
+        forecast has this one next (the same output gradients, the same call of this test),
+        else asked now. A backward of a call of an earlier test is never forecast."""
+        test, index = position
+        what = f"the backward of {name}"
+        request = ForecastCall.of(body, target=index) if test == self.ahead.tests else None
+        ahead = None if request is None else self.ahead.take(request)
+        if ahead is not None:
+            reply, _ = self._timed(name, what, None, ahead[0], elements=elements)
+            self._send_ahead()
+            return reply
+        if request is not None and self.ahead.active:
+            self._drop_ahead()
+            self._settle()  # may stop a worker stuck in calls sent ahead, and its graphs
+            if self._worker is None:
+                raise StudentCrash(f"the worker that ran {name} stopped, so its graph is gone")
+        reply, _ = self._timed(name, what, {"id": call_id}, body=body, elements=elements)
+        return reply
 
     def output(self) -> tuple[str, bool]:
         """All output the student's code printed so far (every worker), and if it was cut.

@@ -312,3 +312,77 @@ def test_calls_larger_than_the_unread_bound_go_ahead_one_at_a_time(pool):
             assert torch.equal(ahead.scaled(x, 2.0), x * 2)
         assert ahead.ahead.answered == len(xs) and ahead.restarts == 0
         assert ahead.end_test() == forecast
+
+
+def weighted_ratios(student, cases) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per (seed, weights): sequence_ratio and d(sum(w * ratio)) / d logp, as a tier test
+    checks every response's gradient at once (a backward the worker must be asked for)."""
+    out = []
+    for seed, weights in cases:
+        logp, old, _, mask = batch(seed)
+        ratio = student.sequence_ratio(logp, old, mask)
+        (ratio * weights).sum().backward()
+        out.append((ratio.detach(), logp.grad))
+    return out
+
+
+WEIGHTED = [(seed, torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)) for seed in (1, 2, 3)]
+
+
+def test_backwards_with_weights_are_sent_ahead_with_their_calls_and_answer_the_same(pool):
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as plain:
+        expected = weighted_ratios(plain, WEIGHTED)
+    forecast = recorded(pool, lambda s: weighted_ratios(s, WEIGHTED))
+    assert [call.target for call in forecast] == [None, 0, None, 2, None, 4]
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool, forecast=forecast) as ahead:
+        got = weighted_ratios(ahead, WEIGHTED)
+        assert ahead.round_trips == 1  # the load: every call and backward was answered ahead
+        assert ahead.ahead.answered == ahead.ahead.sent == len(WEIGHTED)  # calls only
+        assert ahead.end_test() == forecast
+    for (ratio, grad), (want_ratio, want_grad) in zip(got, expected, strict=True):
+        assert torch.equal(ratio, want_ratio) and torch.equal(grad, want_grad)
+
+
+def test_a_backward_with_other_weights_drops_the_forecast_and_keeps_the_calls_graph(pool):
+    """The backward sent ahead is thrown away unused; the call's graph, which it shared, is
+    not released with it: the judge's own backward, and another, still get the right
+    gradients."""
+    forecast = recorded(pool, lambda s: weighted_ratios(s, WEIGHTED))
+    other = [(1, torch.tensor([3.0, 0.25, -2.0], dtype=torch.float64)), *WEIGHTED[1:]]
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as plain:
+        expected = weighted_ratios(plain, other)
+        logp, old, _, mask = batch(1)
+        plain_ratio = plain.sequence_ratio(logp, old, mask)
+        (plain_ratio * WEIGHTED[0][1]).sum().backward()
+        second_grad = logp.grad
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool, forecast=forecast) as ahead:
+        logp, old, _, mask = batch(1)
+        ratio = ahead.sequence_ratio(logp, old, mask)
+        (ratio * other[0][1]).sum().backward(retain_graph=True)  # not the forecast's weights
+        assert torch.equal(logp.grad, expected[0][1])
+        assert ahead.round_trips == 2  # the load, and this backward's own request
+        logp.grad = None
+        (ratio * WEIGHTED[0][1]).sum().backward()  # the graph is still kept in the worker
+        assert torch.equal(logp.grad, second_grad)
+        rest = weighted_ratios(ahead, other[1:])  # the forecast is dropped: round trips
+        assert ahead.round_trips == 3 + 2 * len(rest)
+        assert ahead.restarts == 0 and ahead.ahead.answered == 1
+    for (ratio, grad), (want_ratio, want_grad) in zip(rest, expected[1:], strict=True):
+        assert torch.equal(ratio, want_ratio) and torch.equal(grad, want_grad)
+
+
+def test_a_backward_of_an_earlier_tests_call_is_asked_for_and_never_forecast(pool):
+    logp, old, _, mask = batch(2)
+    weights = WEIGHTED[0][1]
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as plain:
+        (plain.sequence_ratio(logp, old, mask) * weights).sum().backward()
+        expected = logp.grad
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as proxy:
+        logp, old, _, mask = batch(2)
+        proxy.begin_test(None)
+        ratio = proxy.sequence_ratio(logp, old, mask)
+        assert proxy.end_test() is not None
+        proxy.begin_test(None)
+        (ratio * weights).sum().backward()
+        assert torch.equal(logp.grad, expected)
+        assert proxy.end_test() == ()  # the backward belongs to no call of this test

@@ -189,12 +189,15 @@ class StudentProxy(Pipeline):
     def begin_test(self, forecast: Forecast | None, then: Forecast | None = None) -> None:
         """A test starts: its forecast's calls go to the worker now (unless sent already as
         the previous test's `then`), in one write, and the replies to other calls still
-        ahead are dropped. `then`: the next test's forecast, sent once this one's is."""
+        ahead are dropped. `then`: the next test's forecast, sent once this one's is.
+        Calls too large to go behind the dropped replies (AHEAD_BYTES) go once those are read."""
         self._abandoned.extend(self.ahead.begin(forecast, then))
         self._test_losses, self._test_round_trips = self._losses, self.round_trips
         if self._worker is not None and self.load_error is None:
             self._send_ahead()
         self._settle()
+        if self._worker is not None and self.load_error is None:
+            self._send_ahead()
 
     def end_test(self) -> Forecast | None:
         """The test ended: its calls, in order (the next run's forecast, if it passed), or

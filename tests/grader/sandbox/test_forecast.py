@@ -386,3 +386,23 @@ def test_a_backward_of_an_earlier_tests_call_is_asked_for_and_never_forecast(poo
         (ratio * weights).sum().backward()
         assert torch.equal(logp.grad, expected)
         assert proxy.end_test() == ()  # the backward belongs to no call of this test
+
+
+def test_large_calls_go_ahead_once_the_replies_a_failed_test_left_are_read(pool):
+    """A test that failed left calls of its forecast unanswered; the next test's calls too
+    large to go behind their replies (AHEAD_BYTES) are sent once those are read, at its
+    start, not one round trip each."""
+    small = [torch.full((2,), float(k)) for k in range(4)]
+    large = [torch.full((40_000,), float(k)) for k in range(3)]  # 160 kB each
+    first = recorded(pool, lambda s: [s.count(x) for x in small])
+    second = recorded(pool, lambda s: [s.scaled(x, 2.0) for x in large])
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as ahead:
+        ahead.begin_test(first)
+        ahead.count(small[0])  # then the test fails: its other calls stay unanswered
+        ahead.end_test()
+        ahead.begin_test(second)
+        for x in large:
+            assert torch.equal(ahead.scaled(x, 2.0), x * 2)
+        assert ahead.end_test() == second
+        assert ahead.round_trips == 1  # the load: every call was answered ahead
+        assert ahead.ahead.answered == 1 + len(large) and ahead.restarts == 0

@@ -88,9 +88,9 @@ class ForecastCall:
 
 
 Forecast = tuple[ForecastCall, ...]  # the requests of one test in an earlier grading, in order
-# sends [(request, for a backward the id of the call it differentiates)] in one write:
-# (seq, call id; None for a backward) of each, or None
-Post = Callable[[list[tuple[ForecastCall, int | None]]], list[tuple[int, int | None]] | None]
+# sends [(request, its call id: a call's own, a backward's the one of the call it
+# differentiates)] in one write: the seq of each, or None when the worker cannot take them
+Post = Callable[[list[tuple[ForecastCall, int]]], list[int] | None]
 
 
 class CallsAhead:
@@ -128,38 +128,41 @@ class CallsAhead:
         self.tests += 1
         return stale
 
-    def send(self, post: Post, room: Callable[[int, bool], bool]) -> None:
-        """Send the next calls not yet sent through `post`, all in one write ((seq, call id)
-        of each, or None when the worker cannot take them): once fewer than TOP_UP_BELOW are
-        ahead, up to AHEAD_CALLS ahead, while `room(the batch's bytes, whether it is one
-        call)`. The current test's forecast goes first; once all of it is sent, the next
-        test's follows, so the worker has work while this test's last checks run."""
+    def send(
+        self, post: Post, room: Callable[[int, bool], bool], new_id: Callable[[], int]
+    ) -> None:
+        """Send the next requests not yet sent through `post`, all in one write, each call
+        under a fresh id from `new_id`: once fewer than TOP_UP_BELOW are ahead, up to
+        AHEAD_CALLS ahead, while `room(the batch's bytes, whether it is one request)`. The
+        current test's forecast goes first; once all of it is sent, the next test's follows,
+        so the worker has work while this test's last checks run."""
         ahead = len(self.pending) + len(self.then_pending)
         if self.forecast is None or ahead >= TOP_UP_BELOW:
             return
-        batch: list[tuple[ForecastCall, int | None]] = []
-        owners: list[tuple[int, collections.deque, dict[int, int]]] = []
+        batch: list[tuple[ForecastCall, int]] = []
+        owners: list[collections.deque] = []
         nbytes = 0
         for position, call, owner, ids in self._unsent():
             if ahead + len(batch) >= AHEAD_CALLS or not room(nbytes + len(call.key), not batch):
                 break
-            target = None if call.target is None else ids.get(call.target)
-            if call.target is not None and target is None:
+            if call.target is None:
+                call_id = ids[position] = new_id()
+            elif call.target in ids:
+                call_id = ids[call.target]
+            else:
                 break  # not behind a call of its test sent ahead: the test asks for it itself
-            batch.append((call, target))
-            owners.append((position, owner, ids))
+            batch.append((call, call_id))
+            owners.append(owner)
             nbytes += len(call.key)
         if not batch:
             return
-        sent = post(batch)
-        if sent is None:  # a dead worker: the next request meets it and says so
+        seqs = post(batch)
+        if seqs is None:  # a dead worker: the next request meets it and says so
             self.forecast = self.then = None
             return
-        for (position, owner, ids), (seq, call_id) in zip(owners, sent, strict=True):
-            owner.append((seq, call_id))
-            if call_id is not None:
-                ids[position] = call_id
-                self.sent += 1
+        for owner, seq, (call, call_id) in zip(owners, seqs, batch, strict=True):
+            owner.append((seq, call_id if call.target is None else None))
+        self.sent += sum(call.target is None for call, _ in batch)
 
     @property
     def active(self) -> bool:

@@ -145,7 +145,12 @@ class Pipeline:
     # -- calls sent ahead (forecast.py) ----------------------------------------------------
 
     def _send_ahead(self) -> None:
-        self.ahead.send(self._post_ahead, self._room_ahead)
+        self.ahead.send(self._post_ahead, self._room_ahead, self._new_id)
+
+    def _new_id(self) -> int:
+        """A call id not used before with this proxy: its graph is kept under it."""
+        self._next_id += 1
+        return self._next_id
 
     def _room_ahead(self, nbytes: int, alone: bool) -> bool:
         """A worker to send to, and room below AHEAD_BYTES of requests not yet answered for
@@ -155,27 +160,20 @@ class Pipeline:
         fits = self._unread_bytes + nbytes <= AHEAD_BYTES or (alone and not self._unread)
         return self._worker is not None and fits
 
-    def _post_ahead(
-        self, requests: list[tuple[ForecastCall, int | None]]
-    ) -> list[tuple[int, int | None]] | None:
-        """Send `requests` in one write: calls, and backwards each under the id of the call
-        it differentiates; (seq, call id, None for a backward) of each, or None for a dead
-        worker."""
+    def _post_ahead(self, requests: list[tuple[ForecastCall, int]]) -> list[int] | None:
+        """Send `requests` in one write, each under its call id (a backward's: the call it
+        differentiates); the seq of each, or None for a dead worker."""
         sent, frames = [], []
-        for request, target in requests:
-            if request.target is None:
-                self._next_id += 1
-                msg = {"id": self._next_id}
-            else:
-                msg = {"id": target}
+        for request, call_id in requests:
+            msg = {"id": call_id}
             frames.append(self._encode(msg, request.body()))
-            sent.append((msg["seq"], msg["id"] if request.target is None else None))
+            sent.append(msg["seq"])
         try:  # it fits the socket's buffers: sending never waits for the worker
             self._channel.send_frames(frames, time.monotonic() + WAITS.send_ahead_s)
         except WireError:  # part of a frame may have left: this channel is out of step
             self._lose_worker("did not take the calls sent ahead")
             return None
-        for (seq, _), frame in zip(sent, frames, strict=True):
+        for seq, frame in zip(sent, frames, strict=True):
             self.requests += 1
             self._unread.append((seq, frame.nbytes))
             self._unread_bytes += frame.nbytes

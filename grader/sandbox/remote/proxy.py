@@ -256,8 +256,7 @@ class StudentProxy(Pipeline):
                     raise stub
                 if self._timeouts.get(name, 0) < TIMEOUTS_BEFORE_NOT_RUN:
                     self._ensure_worker()
-                self._next_id += 1
-                call_id = self._next_id
+                call_id = self._new_id()
                 msg = {"id": call_id}
                 reply, _ = self._timed(name, name, msg, body=encoded, elements=elements)
         except StudentError as error:

@@ -406,3 +406,29 @@ def test_large_calls_go_ahead_once_the_replies_a_failed_test_left_are_read(pool)
         assert ahead.end_test() == second
         assert ahead.round_trips == 1  # the load: every call was answered ahead
         assert ahead.ahead.answered == 1 + len(large) and ahead.restarts == 0
+
+
+def test_a_next_tests_backwards_go_ahead_with_its_calls(pool):
+    """The `then` forecast carries its backwards too, each under the id its own call was
+    sent with."""
+    cases = [WEIGHTED[:2], WEIGHTED[2:]]
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as plain:
+        expected = [weighted_ratios(plain, group) for group in cases]
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as teacher:
+        plans = []
+        for group in cases:
+            teacher.begin_test(None)
+            weighted_ratios(teacher, group)
+            plans.append(teacher.end_test())
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as ahead:
+        ahead.begin_test(plans[0], then=plans[1])
+        assert ahead.requests == 1 + len(plans[0]) + len(plans[1])  # the load, both tests'
+        got = [weighted_ratios(ahead, cases[0])]
+        assert ahead.end_test() == plans[0]
+        ahead.begin_test(plans[1])
+        got.append(weighted_ratios(ahead, cases[1]))
+        assert ahead.end_test() == plans[1]
+        assert ahead.round_trips == 1 and ahead.restarts == 0  # the load alone
+    for group, want_group in zip(got, expected, strict=True):
+        for (ratio, grad), (want_ratio, want_grad) in zip(group, want_group, strict=True):
+            assert torch.equal(ratio, want_ratio) and torch.equal(grad, want_grad)

@@ -237,14 +237,20 @@ def test_memory_bomb_is_a_clear_error_and_the_judge_is_untouched(run, bomb):
 FORK_BOMB = """
 import os
 def f():
+    started = 0
     for _ in range(4):
-        if os.fork() == 0:
+        try:
+            child = os.fork()
+        except OSError:  # the first children's bomb filled the cap already
+            break
+        if child == 0:
             while True:
                 try:
                     os.fork()
                 except OSError:
                     pass
-    return os.getpid()
+        started += 1
+    return started
 """
 
 
@@ -252,7 +258,7 @@ def test_fork_bomb_is_capped_and_killed_fast(pool, handed_out, kit, capsys):
     """Capped by RLIMIT_NPROC, as root (a uid per worker) and not (a user namespace per
     worker, where the kernel counts its processes apart from the judge's)."""
     with open_student(FORK_BOMB, functions=("f",), pool=pool) as student:
-        assert isinstance(student.f(), int)  # returns while the bomb grows behind it
+        assert student.f() >= 1  # returns while the bomb grows behind it
         worker = handed_out[-1]
         time.sleep(1.0)
         count = len(kit.namespace_members(kit.pid_namespace(worker)))

@@ -14,6 +14,7 @@ class GradingStats:
     """Counters of one grading (all zero for one that could not run in a judge)."""
 
     judge_cpu_seconds: float = 0.0  # the judge process, collecting its session included
+    sessions_collected: int = 0  # 1: the grading collected its pytest session; 0: it reused one
     worker_cpu_seconds: float = 0.0  # the sandboxed workers, as their replies said
     student_calls: int = 0  # calls of the student's functions that the tier tests made
     calls_sent_ahead: int = 0  # of them, sent before the test asked (forecast.py)
@@ -36,6 +37,7 @@ class GradingStats:
 # GradingStats field -> the Prometheus counter that sums it over gradings
 COUNTERS = {
     "judge_cpu_seconds": "gspo_grader_judge_cpu_seconds_total",
+    "sessions_collected": "gspo_grader_sessions_collected_total",
     "worker_cpu_seconds": "gspo_grader_worker_cpu_seconds_total",
     "student_calls": "gspo_grader_student_calls_total",
     "calls_answered_ahead": "gspo_grader_calls_answered_ahead_total",

@@ -1,7 +1,8 @@
 """The judge's engine: what runs inside a judge process (pytest and torch; never the API's).
 
 judge.py           Judge: one request -> (Report, GradingStats); inventory(exercise)
-pytest_session.py  PreparedRun: a grading as one pytest session, collected ahead
+pytest_session.py  CollectedSession: the tier suites collected once, run for grading after grading
+tier_state.py      what a grading could leave in a session, fingerprinted
 pytest_private.py  every private pytest name the judge uses, in one place
 protocol.py        each test's phases through pytest's runner, reports built without formatting
 runtime.py         what a judge keeps of one exercise between gradings
@@ -25,6 +26,7 @@ from grader.judge.engine.reference_memo import (
     READ_ONLY,
     RememberedReference,
 )
+from grader.judge.engine.tier_state import TierState
 from grader.judge.engine.tiercode import TierCode
 from grader.judge.engine.verdicts import (
     GRADER_FAULT,

@@ -1,10 +1,11 @@
 """One grading run: the request, its tests, its student, its clock, and its Report.
 
-A GradingRun lives for one pytest session (pytest_session.PreparedRun). Its tests are in a
-TestLedger (ledger.py: bound while pytest collects, selected once the request is known,
-given their verdicts while they run); its submission is a StudentSession (student_session.py,
-opened on first use), told where each test begins and ends: a test begins with its
-forecast, and a test that passed leaves its calls as the forecast of its next run. The run
+A GradingRun lives for one run of a collected pytest session (pytest_session.py). Its tests
+are in a TestLedger (ledger.py: a fresh copy of the session's, bound while pytest collected;
+selected once the request is known, given their verdicts while they run); its submission
+is a StudentSession (student_session.py, opened on first use), told where each test begins
+and ends: a test begins with its forecast, and a test that passed leaves its calls as the
+forecast of its next run. The run
 adds the grading's wall clock and, at the end, folds everything into the Report, once, and
 the GradingStats beside it.
 
@@ -29,7 +30,6 @@ from grader.judge.engine.reference_memo import RememberedReference
 from grader.judge.engine.student_session import StudentSession, load_error_message
 from grader.judge.engine.verdicts import TestVerdict, shorten
 from grader.judge.link import GradingRequest
-from grader.judge.registry import Tier
 from grader.judge.stats import GradingStats
 from grader.report import Artifacts, GraderError, Report, SubmissionError, Timings
 from grader.sandbox import Limits
@@ -52,20 +52,23 @@ class GradingRun:
     def __init__(
         self,
         exercise: Exercise,
-        tiers: list[Tier],
+        tests: TestLedger,
         trusted: Trusted,
         limits: Limits,
         pool: Any,
         forecasts: Forecasts,
         stop: Callable[[], bool] | None = None,
+        collect_cpu_s: float | None = None,
     ) -> None:
         self.exercise, self.trusted, self.limits = exercise, trusted, limits
         self.forecasts = forecasts  # shared by the gradings of one exercise in this judge
         self.stop = stop  # asked before each test: True leaves the rest not run (rehearsal.py)
-        self.tests = TestLedger(tiers, exercise.tiers_dir)
+        self.tests = tests
         self.sandbox = StudentSession(exercise, limits, pool)
         self.request: GradingRequest | None = None
-        self.collect_cpu_s = 0.0  # CPU the judge spent collecting the session ahead
+        # CPU the judge spent collecting the session for this grading (None: it ran in a
+        # session an earlier grading had collected)
+        self.collect_cpu_s = collect_cpu_s
         self._started = self._deadline = self._cpu_started = 0.0
         self._timed_out = False
         self._toy: dict | None = None
@@ -155,11 +158,14 @@ class GradingRun:
         return report, self._stats(proxy, len(records))
 
     def _stats(self, proxy: Any, tests: int) -> GradingStats:
-        judge_cpu = time.process_time() - self._cpu_started + self.collect_cpu_s
+        judge_cpu = time.process_time() - self._cpu_started + (self.collect_cpu_s or 0.0)
+        collected = int(self.collect_cpu_s is not None)
         if proxy is None:
-            return GradingStats(judge_cpu_seconds=round(judge_cpu, 4), tier_tests=tests)
+            return GradingStats(judge_cpu_seconds=round(judge_cpu, 4), tier_tests=tests,
+                                sessions_collected=collected)  # fmt: skip
         return GradingStats(
             judge_cpu_seconds=round(judge_cpu, 4),
+            sessions_collected=collected,
             worker_cpu_seconds=round(proxy.worker_cpu_s, 4),
             student_calls=self.sandbox.calls,
             calls_sent_ahead=proxy.ahead.sent,

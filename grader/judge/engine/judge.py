@@ -5,10 +5,11 @@
     report, stats = judge.grade(request)   # a GradingRequest -> its Report and GradingStats
     judge.prepare(request.exercise)        # collect the next session ahead, while idle
 
-Each grading is one pytest session (pytest_session.py). Every session imports the tier
-modules afresh (nothing a module holds passes from one student's grading to the next); only
-their compiled code is kept (tiercode.py), and the exercise's reference and toy modules,
-which are trusted, are loaded once (runtime.py). Student code never runs here: the
+Gradings run in a collected pytest session (pytest_session.py), kept from one grading to the
+next of the same exercise while no grading changes what the next could see (tier_state.py);
+a new session imports the tier modules afresh, only their compiled code is kept
+(tiercode.py), and the exercise's reference and toy modules, which are trusted, are loaded
+once (runtime.py). Student code never runs here: the
 `student` fixture talks to a sandboxed worker (a rehearsal's, to a thread serving the
 exercise's reference: rehearsal.py).
 """
@@ -23,7 +24,7 @@ from pathlib import Path
 from grader.exercise import Exercise, find_exercise
 from grader.judge.engine import rehearsal
 from grader.judge.engine.ledger import TestRecord
-from grader.judge.engine.pytest_session import PreparedRun
+from grader.judge.engine.pytest_session import CollectedSession
 from grader.judge.engine.runtime import ExerciseRuntime
 from grader.judge.failures import failed_report, grader_error
 from grader.judge.link import GradingRequest
@@ -41,7 +42,7 @@ class Judge:
     def __init__(self, limits: Limits, pool) -> None:
         self.limits, self.pool = limits, pool
         self._runtimes: dict[Path, ExerciseRuntime] = {}
-        self._prepared: PreparedRun | None = None
+        self._prepared: CollectedSession | None = None
         self._seen: set[tuple[Path, str]] = set()  # (exercise root, mode) graded or rehearsed
 
     def grade(self, request: GradingRequest) -> tuple[Report, GradingStats]:
@@ -55,8 +56,12 @@ class Judge:
             report = failed_report(exercise, request.mode, request.wanted, request.name,
                                    grader_error=problem)  # fmt: skip
             return report, GradingStats()
-        prepared, self._prepared = self._prepared, None
-        return prepared.grade(request)
+        prepared = self._prepared
+        try:
+            return prepared.grade(request)
+        finally:
+            if not prepared.reusable:  # the next grading collects a new session
+                self.close()
 
     def rehearse(self, request: GradingRequest) -> int:
         """Before this judge's first grading of an exercise in a mode, and only while no
@@ -77,7 +82,8 @@ class Judge:
             return 0
 
     def prepare(self, exercise_id: str | None) -> None:
-        """Collect the next session for this exercise now, while nobody waits."""
+        """Have a session for this exercise's next grading, collected now (while nobody
+        waits) unless the last grading left one to reuse."""
         with contextlib.suppress(Exception):  # grade() meets the same error and reports it
             self._prepare(find_exercise(exercise_id))
 
@@ -90,7 +96,7 @@ class Judge:
         if self._prepared is not None and self._prepared.runtime.exercise.root == exercise.root:
             return
         self.close()
-        self._prepared = PreparedRun.collect(self._runtime(exercise), self.limits, self.pool)
+        self._prepared = CollectedSession.collect(self._runtime(exercise), self.limits, self.pool)
 
     def _runtime(self, exercise: Exercise) -> ExerciseRuntime:
         runtime = self._runtimes.get(exercise.root) or ExerciseRuntime.load(exercise)
@@ -105,8 +111,8 @@ def inventory(exercise: Exercise) -> list[TestRecord]:
     runtime = ExerciseRuntime.load(exercise)
     quiet = io.StringIO()
     with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
-        prepared = PreparedRun.collect(runtime, Limits(), pool=None)
-        ledger = prepared.grading.tests
+        prepared = CollectedSession.collect(runtime, Limits(), pool=None)
+        ledger = prepared.tests
         problems, records = ledger.problems, list(ledger.records.values())
         prepared.discard()
     if problems:

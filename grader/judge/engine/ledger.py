@@ -1,6 +1,7 @@
 """The tier tests of one grading: each bound to its tier, selected, given its verdict, scored.
 
-While pytest collects, every test is bound to its declared tier (`bind`); once the request
+While pytest collects, every test is bound to its declared tier (`bind`), in the ledger of
+the session; each grading of that session works on a `fresh` copy of it. Once the request
 is known, the tests that mode and tier list select are kept (`select`); while they run,
 each phase's verdict is recorded (`record`); at the end they are scored per tier (`results`).
 
@@ -10,7 +11,7 @@ tests that were not skipped. A tier passes when none of its tests failed or erro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,14 @@ class TestLedger:
         self.problems: list[str] = []  # collection errors: the grader's
         self.grader_problems: list[str] = []  # tests that the grader's own code broke
         self.student_event: BaseException | None = None  # the first limit hit or crash
+
+    def fresh(self) -> TestLedger:
+        """A ledger for the next grading of the same collected session: the same tests
+        bound and the same collection problems, nothing selected or judged yet."""
+        ledger = TestLedger(self.tiers, self.tiers_dir)
+        ledger.records = {nodeid: replace(record) for nodeid, record in self.records.items()}
+        ledger.problems = list(self.problems)
+        return ledger
 
     def bind(self, items: list[pytest.Item]) -> None:
         """Bind every collected test to its declared tier; pytest.UsageError names a test

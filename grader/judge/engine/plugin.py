@@ -8,8 +8,9 @@ Fixtures the tier tests use:
     record_artifacts a callable that stores the toy's result dict in the report
 
 For every pytest session the judge registers this module (the fixtures) and one
-GradingPlugin (the hooks), which holds that session's GradingRun and puts it in
-the config's stash, where the fixtures find it. Nothing here holds state of its own.
+GradingPlugin (the hooks), which binds the collected tests in the session's TestLedger and
+hands each grading's events to that grading's GradingRun; the plugin is in the config's
+stash, where the fixtures find the grading now running. Nothing here holds state of its own.
 """
 
 from __future__ import annotations
@@ -19,31 +20,33 @@ from types import ModuleType
 import pytest
 
 from grader.judge.engine.grading_run import GradingRun
+from grader.judge.engine.ledger import TestLedger
 from grader.judge.engine.recording import RecordingStudent
 from grader.judge.engine.reference_memo import RememberedReference
 from grader.judge.engine.verdicts import TestVerdict, judge_exception, shorten
 
-GRADING = pytest.StashKey[GradingRun]()
-
 
 class GradingPlugin:
-    """pytest's events for one grading, handed to its GradingRun."""
+    """pytest's events for the gradings of one session: collection binds the tests in
+    `tests` (the session's ledger); while a grading runs, `grading` is its GradingRun (set
+    by the session, pytest_session.py), which gets every test's events."""
 
-    def __init__(self, grading: GradingRun) -> None:
-        self.grading = grading
+    def __init__(self, tests: TestLedger) -> None:
+        self.tests = tests
+        self.grading: GradingRun | None = None
 
     def pytest_configure(self, config: pytest.Config) -> None:
-        config.stash[GRADING] = self.grading
+        config.stash[PLUGIN] = self
         config.addinivalue_line("markers", "tier(id): binds a test to a tier of tiers.toml")
         config.addinivalue_line("markers", "hidden: a Submit-only test whose inputs stay secret")
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """Bind every tier test to its tier (a missing or unknown tier stops the run)."""
-        self.grading.tests.bind(items)
+        self.tests.bind(items)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
-            self.grading.tests.problems.append(f"{report.nodeid}: {str(report.longrepr)[-600:]}")
+            self.tests.problems.append(f"{report.nodeid}: {str(report.longrepr)[-600:]}")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> bool | None:
@@ -70,8 +73,11 @@ class GradingPlugin:
         return report
 
 
+PLUGIN = pytest.StashKey[GradingPlugin]()
+
+
 def _grading(request: pytest.FixtureRequest) -> GradingRun:
-    return request.config.stash[GRADING]
+    return request.config.stash[PLUGIN].grading
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,8 @@
 Driving a grading's session in two steps (pytest_session.py) needs pytest's machinery below
 `pytest.main`; serving the tier modules' compiled code (tiercode.py) needs its assertion
 rewriter; the judge's lean test protocol (protocol.py) needs the runner's own per-test
-protocol and the report sections a test added. pytest's version is pinned in pyproject.toml;
+protocol and the report sections a test added; running one session for many gradings, its
+setup state. pytest's version is pinned in pyproject.toml;
 tests/grader/judge/test_pytest_internals.py fails, naming the one that changed, when an
 upgrade moves or reshapes any of them.
 """
@@ -28,6 +29,9 @@ PRIVATE_NAMES = (  # what test_pytest_internals.py checks, in one place
     "_pytest.assertion.rewrite.AssertionRewritingHook",
     "_pytest.runner.runtestprotocol",
     "_pytest.nodes.Item._report_sections",
+    "_pytest.main.Session._setupstate",
+    "_pytest.runner.SetupState.stack",
+    "_pytest.runner.SetupState.teardown_exact",
 )
 
 
@@ -70,3 +74,14 @@ def run_phases(item: pytest.Item, nextitem: pytest.Item | None) -> None:
 def report_sections(item: pytest.Item) -> list[tuple[str, str, str]]:
     """What a test added to its report (`item.add_report_section`): (when, key, content)."""
     return item._report_sections
+
+
+def teardown_all(session: pytest.Session) -> None:
+    """Tear down every fixture still set up, of every scope, as pytest's own
+    pytest_sessionfinish does (a run that stopped early leaves the session's up)."""
+    session._setupstate.teardown_exact(None)
+
+
+def set_up_nodes(session: pytest.Session) -> int:
+    """How many nodes (the session, a module, a test) have fixtures set up now."""
+    return len(session._setupstate.stack)

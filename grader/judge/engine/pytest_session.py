@@ -1,36 +1,57 @@
-"""A grading as one pytest session, driven in two steps.
+"""The tier suites as one collected pytest session, run for one grading after another.
 
-A grading is one pytest session, made explicit in two steps (`PreparedRun`): `collect`
-configures pytest and collects the tier modules, which needs no submission; `grade(request)`
-selects the tests the request asks for, runs them, and returns the Report. A warm judge
-collects the next session right after it answers, so a grading pays only for its tests.
+`CollectedSession.collect` configures pytest and collects the tier modules, which needs no
+submission; `grade(request)` selects the tests the request asks for, runs them, and returns
+the Report. Collecting costs a judge about a fifth of a grading's CPU, so a session is kept
+for the next grading of its exercise, as long as nothing a grading did can reach the next:
 
-Driving a session in two steps uses pytest's machinery below `pytest.main`, through
-pytest_private.py, the one module that touches pytest's private names.
+- every fixture, of every scope, is torn down after each grading (`teardown_all`), so the
+  next gets a new `student` and new fixture values;
+- the tier folder's modules, the parametrized values and test class instances, and the tier
+  files are fingerprinted (tier_state.py) after collecting and after each grading; a grading
+  that changed any of them, that pytest itself failed, or that stopped the session ends it
+  (`reusable` is False), and the judge collects a new one, with the tier modules imported
+  afresh, before its next grading.
+
+A session ahead is collected while the judge is idle (judge.py), so a grading never waits
+for collection. Driving a session in steps uses pytest's machinery below `pytest.main`,
+through pytest_private.py, the one module that touches pytest's private names.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from grader.exercise import Exercise
 from grader.judge.engine import plugin, protocol
 from grader.judge.engine.grading_run import GradingRun
+from grader.judge.engine.ledger import TestLedger
 from grader.judge.engine.plugin import GradingPlugin
-from grader.judge.engine.pytest_private import configure, prepare_config, unconfigure
+from grader.judge.engine.pytest_private import (
+    configure,
+    prepare_config,
+    set_up_nodes,
+    teardown_all,
+    unconfigure,
+)
 from grader.judge.engine.runtime import ExerciseRuntime
+from grader.judge.engine.tier_state import TierState
 from grader.judge.failures import failed_report, grader_error
 from grader.judge.link import GradingRequest
 from grader.judge.stats import GradingStats
 from grader.report import Report
 from grader.sandbox import Limits
+
+log = logging.getLogger(__name__)
 
 # every plugin a grading never asks for is left out: each loaded plugin is registered and
 # scanned again on every grading
@@ -74,52 +95,94 @@ def pytest_args(exercise: Exercise) -> list[str]:
 
 
 @dataclass
-class PreparedRun:
-    """One pytest session, configured and collected; `grade` runs it once."""
+class CollectedSession:
+    """One pytest session over an exercise's tier suites, collected once; `grade` runs it
+    for a request, again and again while `reusable`."""
 
     runtime: ExerciseRuntime
-    grading: GradingRun
+    limits: Limits
+    pool: Any
+    stop: Callable[[], bool] | None
+    tests: TestLedger  # every collected test bound to its tier; each grading copies it
+    plugin: GradingPlugin
     config: pytest.Config | None = None
     session: pytest.Session | None = None
+    items: list[pytest.Item] = field(default_factory=list)  # every collected test
+    collect_cpu_s: float | None = None  # until the first grading, which is charged for it
+    reusable: bool = True
+    _state: TierState | None = None  # after collecting: what no grading may change
     _saved: tuple[dict, list] = field(default_factory=lambda: (dict(sys.modules), list(sys.path)))
 
     @classmethod
     def collect(
         cls, runtime: ExerciseRuntime, limits: Limits, pool, stop: Callable[[], bool] | None = None
-    ) -> PreparedRun:
+    ) -> CollectedSession:
         """`stop`: asked before each test; once True, the rest is not run (GradingRun.begin)."""
-        grading = GradingRun(
-            runtime.exercise, runtime.tiers, runtime.trusted, limits, pool, runtime.forecasts, stop
-        )
-        prepared = cls(runtime, grading)
+        tests = TestLedger(runtime.tiers, runtime.exercise.tiers_dir)
+        prepared = cls(runtime, limits, pool, stop, tests, GradingPlugin(tests))
         began = time.process_time()
         try:
-            plugins = [plugin, protocol, GradingPlugin(grading), runtime.tier_code]
+            plugins = [plugin, protocol, prepared.plugin, runtime.tier_code]
             prepared.config = prepare_config(pytest_args(runtime.exercise), plugins)
             prepared.session = pytest.Session.from_config(prepared.config)
             configure(prepared.config)
             prepared.config.hook.pytest_sessionstart(session=prepared.session)
             prepared.config.hook.pytest_collection(session=prepared.session)
+            prepared.items = list(prepared.session.items)
         except (pytest.UsageError, Exception) as error:  # a broken suite: the instructor's
-            grading.tests.problems.append(f"{type(error).__name__}: {error}")
-        grading.collect_cpu_s = time.process_time() - began
+            tests.problems.append(f"{type(error).__name__}: {error}")
+        prepared._state = prepared._tier_state()
+        prepared.collect_cpu_s = time.process_time() - began
         return prepared
 
     def grade(self, request: GradingRequest) -> tuple[Report, GradingStats]:
-        """Run the selected tests for `request`; every failure of ours becomes a grader error."""
+        """Run the selected tests for `request`; every failure of ours becomes a grader
+        error. Afterwards `reusable` says whether the session may run another grading."""
+        grading = GradingRun(
+            self.runtime.exercise, self.tests.fresh(), self.runtime.trusted, self.limits,
+            self.pool, self.runtime.forecasts, self.stop, self.collect_cpu_s,
+        )  # fmt: skip
+        self.collect_cpu_s = None  # the next grading reuses what this one paid for
+        self.reusable = False  # until this grading is known to have left nothing behind
+        if grading.tests.problems or self.session is None:
+            return self._not_collected(request)
+        self.plugin.grading = grading
         try:
-            if self.grading.tests.problems or self.session is None:
-                return self._not_collected(request)
-            keep, drop = self.grading.select(request, self.session.items)
-            self.session.items = keep
+            keep, drop = grading.select(request, self.items)
+            self.session.items, self.session.testsfailed = keep, 0
             self.config.hook.pytest_deselected(items=drop)
             self.config.hook.pytest_runtestloop(session=self.session)
-            return self.grading.report()
+            self.reusable = self._cleaned_up()
+            return grading.report()
         except Exception as error:  # pytest itself failed: ours, not the student's
+            self.reusable = False
             problem = f"{type(error).__name__}: {error}"
             return self._failed(request, grader_error("pytest failed", [problem]))
         finally:
-            self.discard()
+            self.plugin.grading = None
+
+    def _cleaned_up(self) -> bool:
+        """Tear down what a grading stopped early left set up; True when nothing the
+        grading did can reach the next one (see the module docstring)."""
+        session, name = self.session, self.runtime.exercise.id
+        try:
+            teardown_all(session)
+        except Exception:  # a tier fixture's teardown failed: a new session starts clean
+            log.exception("a fixture of %s failed to tear down after a grading", name)
+            return False
+        if session.shouldstop or session.shouldfail or set_up_nodes(session):
+            return False
+        return self._state is not None and self._tier_state() == self._state
+
+    def _tier_state(self) -> TierState | None:
+        """The fingerprint of what a grading could change; None when it cannot be read
+        (then no grading reuses the session)."""
+        tiers_dir = self.runtime.exercise.tiers_dir
+        try:
+            return TierState.of(tiers_dir, _tier_modules(tiers_dir, self._saved[0]), self.items)
+        except Exception:
+            log.exception("the tier state of %s could not be read", self.runtime.exercise.id)
+            return None
 
     def discard(self) -> None:
         """End the session (run or not) and put the process back as it was."""
@@ -134,7 +197,7 @@ class PreparedRun:
             self.config = self.session = None
 
     def _not_collected(self, request: GradingRequest) -> tuple[Report, GradingStats]:
-        problems = self.grading.tests.problems
+        problems = self.tests.problems
         error = grader_error("the tier suites could not be collected", problems)
         return self._failed(request, error)
 
@@ -147,9 +210,18 @@ class PreparedRun:
         """Drop modules imported from the tier folder during the session; library modules
         imported for the first time stay."""
         saved_modules, saved_path = self._saved
-        tiers_dir = self.runtime.exercise.tiers_dir
-        for name in sys.modules.keys() - saved_modules.keys():  # new since the session began
-            location = getattr(sys.modules[name], "__file__", None)
-            if location and Path(location).is_relative_to(tiers_dir):
-                del sys.modules[name]
+        for module in _tier_modules(self.runtime.exercise.tiers_dir, saved_modules):
+            del sys.modules[module.__name__]
         sys.path[:] = saved_path
+
+
+def _tier_modules(tiers_dir: Path, before: dict) -> list:
+    """The modules imported from the tier folder since `before` (sys.modules then)."""
+    inside = os.path.join(tiers_dir, "")
+    found = []
+    for name in sys.modules.keys() - before.keys():
+        module = sys.modules[name]
+        location = getattr(module, "__file__", None)
+        if isinstance(location, str) and location.startswith(inside):
+            found.append(module)
+    return found

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from grader.judge.engine.pytest_session import PreparedRun
+from grader.judge.engine.pytest_session import CollectedSession
 from grader.judge.engine.runtime import ExerciseRuntime
 from grader.judge.link import GradingRequest
 from grader.sandbox import Limits
@@ -40,6 +40,9 @@ def rehearse(
     rehearsal = dataclasses.replace(
         request, source=reference.read_text(encoding="utf-8"), filename=reference.name, name=None
     )
-    prepared = PreparedRun.collect(runtime, limits, InProcessPool(limits), stop=stop)
-    report, _ = prepared.grade(rehearsal)
+    prepared = CollectedSession.collect(runtime, limits, InProcessPool(limits), stop=stop)
+    try:
+        report, _ = prepared.grade(rehearsal)
+    finally:
+        prepared.discard()
     return sum(test.outcome == "passed" for tier in report.tiers for test in tier.tests)

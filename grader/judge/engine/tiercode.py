@@ -1,14 +1,15 @@
-"""Compile the tier folder's modules once per judge process; run them afresh every grading.
+"""Compile the tier folder's modules once per judge process; run them afresh every session.
 
-A warm judge collects the tier suites again for every grading, and the tier modules are
-dropped afterwards (pytest_session.py), so nothing a test module holds passes from one student's
-grading to the next. Without a cache, each grading also re-parses, assert-rewrites and
-compiles every module of the folder (~50 ms, since the judge may not write .pyc files).
+A judge collects the tier suites again whenever a grading left state in its session, and
+the tier modules are dropped with the session (pytest_session.py), so nothing a test module
+holds passes from one student's grading to the next. Without a cache, each new session also
+re-parses, assert-rewrites and compiles every module of the folder (~50 ms, since the judge
+may not write .pyc files).
 
 `TierCode` is a meta path finder that a grading puts in front of pytest's own import hook.
 For a module that lives in the tier folder it serves code compiled once per file content,
 with pytest's assertion rewriting applied exactly where pytest would apply it. The module
-object, its globals and everything its body computes are still new in every grading: only
+object, its globals and everything its body computes are still new in every session: only
 the (immutable) code object is reused. Modules elsewhere are left to the usual finders.
 """
 

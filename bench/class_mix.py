@@ -59,6 +59,7 @@ JUDGE_CPU = "gspo_grader_judge_cpu_seconds_total"
 WORKER_CPU = "gspo_grader_worker_cpu_seconds_total"
 CALLS = "gspo_grader_student_calls_total"
 AHEAD = "gspo_grader_calls_answered_ahead_total"
+COLLECTED = "gspo_grader_sessions_collected_total"  # gradings that collected their session
 PLOTS_DRAWN = "gspo_grader_plots_drawn_total"  # toy results drawn (once per distinct result)
 PLOTS_REUSED = "gspo_grader_plots_reused_total"
 RIGHT_KINDS = ("correct", "reference")
@@ -500,6 +501,7 @@ def measure_server(port, files, references, hung, settings: Settings, cold, pref
         figures[f"{label} machine CPU ms"] = per_grading(graded, "machine_cpu_s", 1000)
         figures[f"{label} load ahead %"] = ahead_share(graded)
         figures[f"{label} load round trips"] = per_grading(graded, ROUND_TRIPS)
+        figures[f"{label} load collected %"] = per_grading(graded, COLLECTED, 100)
         print(
             f"  {what}: {len(done)} gradings by {settings.clients} clients in {elapsed:.1f} s: "
             f"{figures[f'{label} gradings/s']:.2f} gradings/s, p50 "
@@ -507,7 +509,8 @@ def measure_server(port, files, references, hung, settings: Settings, cold, pref
             f"{figures[f'{label} load CPU ms']:.0f} ms a grading (the whole machine: "
             f"{fmt(figures[f'{label} machine CPU ms'], ' ms')}), round trips "
             f"{fmt(figures[f'{label} load round trips'], '', 1)}, calls answered ahead "
-            f"{fmt(figures[f'{label} load ahead %'], '%')}"
+            f"{fmt(figures[f'{label} load ahead %'], '%')}, gradings that collected their "
+            f"pytest session {fmt(figures[f'{label} load collected %'], '%')}"
         )
         roles = {name: per_grading(graded, f"{name} cpu_s", 1000) for name in
                  ("server", "plots", "judges", "zygote", "bench clients")}  # fmt: skip

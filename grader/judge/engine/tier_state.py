@@ -20,7 +20,8 @@ instance attribute:
 - a torch.Generator's state (every draw advances it);
 - a function's defaults, closure cells and `functools` cache size;
 - the attributes of plain objects, and of classes defined in the tier folder;
-- each tier file's size and modification time (an instructor edited the tiers).
+- each file's size and modification time under the tier folder (an instructor edited the
+  tiers).
 
 State it cannot see (three levels down, or inside a C extension's object) is the tier's own:
 docs/instructors.md asks tier modules to hold constants only.
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import os
 import types
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -64,12 +66,18 @@ class TierState:
             instance = getattr(item, "instance", None)
             if instance is not None and hasattr(instance, "__dict__"):
                 seen.append((item.nodeid, _namespace(vars(instance), tier_modules, _DEPTH)))
-        files = sorted(
-            (path.name, stat.st_size, stat.st_mtime_ns)
-            for path in tiers_dir.iterdir()
-            if path.is_file() and (stat := path.stat())
-        )
-        return cls((tuple(seen), tuple(files)))
+        return cls((tuple(seen), _files(tiers_dir)))
+
+
+def _files(folder: Path) -> tuple:
+    """Every file under `folder` (subfolders too, caches aside): its size and mtime."""
+    found = []
+    for where, folders, names in os.walk(folder):
+        folders[:] = sorted(name for name in folders if name != "__pycache__")
+        for name in names:
+            stat = os.stat(os.path.join(where, name))
+            found.append((where, name, stat.st_size, stat.st_mtime_ns))
+    return tuple(sorted(found))
 
 
 def _namespace(names: dict, tier_modules: set[str], depth: int) -> tuple:

@@ -140,5 +140,10 @@ def test_an_edited_tier_file_is_seen(tier):
     path = folder / "test_state.py"
     path.write_text(path.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
     assert state(tier) != before
+    edited = state(tier)
     (folder / "test_new.py").write_text("", encoding="utf-8")
-    assert state(tier) != before
+    assert state(tier) != edited
+    (folder / "more").mkdir()
+    added = state(tier)
+    (folder / "more" / "test_deeper.py").write_text("", encoding="utf-8")
+    assert state(tier) != added

@@ -6,7 +6,9 @@
 
 A Grader keeps `pool_size` judge processes (client.py); each has imported torch, pytest and
 the tier suites once, graded every exercise's reference once to warm every code path, and
-keeps a sandboxed worker started ahead. A grading then costs only its tests. A judge is
+keeps a sandboxed worker started ahead. A grading then costs only its tests. A judge keeps
+the pytest session of the exercise it graded last, so a grading goes to an idle judge that
+last graded its exercise when there is one (IdleJudges). A judge is
 recycled after `recycle_after` gradings to bound any slow leak, and replaced when it dies.
 `nice` (0-19, added to this process's niceness) lowers the CPU priority of every judge process
 and of the sandboxed workers it starts (a grading node's judges for regrade work: node/lanes.py).
@@ -23,7 +25,6 @@ so; it raises only for a request that names no exercise (ExerciseError) or a bad
 from __future__ import annotations
 
 import logging
-import queue
 import sys
 import threading
 import time
@@ -69,7 +70,7 @@ class Grader:
         self.on_stats = on_stats  # called after each grading a judge ran (stats.py)
         self._judge_options = {"warm": warm, "one_shot": one_shot, "spare_workers": spare_workers}
         self._judge_options["nice"] = nice  # each judge, and the workers it starts, run at it
-        self._idle: queue.Queue[JudgeClient | JudgeFailed] = queue.Queue()
+        self._idle = IdleJudges()
         self._lock = threading.Lock()
         self._judges: set[JudgeClient] = set()
         self._counts = {"ready": 0, "busy": 0, "graded": 0, "judge_failures": 0, "recycled": 0}
@@ -152,7 +153,7 @@ class Grader:
         )
         if not self._started:
             self.start()
-        judge = self._take()
+        judge = self._take(request.exercise)
         if isinstance(judge, JudgeFailed):
             self._spawn()
             error = grader_error("the judge could not start", [str(judge)])
@@ -166,7 +167,7 @@ class Grader:
             problem = grader_error("the judge process failed", [str(error)])
             return failed_report(folder, mode, tiers, name, grader_error=problem)
         finally:
-            self._give_back(judge)
+            self._give_back(judge, request.exercise)
         if self.on_stats is not None:
             self.on_stats(report, stats)
         return report
@@ -190,9 +191,9 @@ class Grader:
             for key, change in changes.items():
                 self._counts[key] += change
 
-    def _take(self) -> JudgeClient | JudgeFailed:
+    def _take(self, exercise: str) -> JudgeClient | JudgeFailed:
         """An idle judge that loaded the exercises as they are now (older ones restart)."""
-        while isinstance(judge := self._idle.get(), JudgeClient) and self._stale(judge):
+        while isinstance(judge := self._idle.take(exercise), JudgeClient) and self._stale(judge):
             self._count(ready=-1)
             self._replace(judge, recycled=1)
         if isinstance(judge, JudgeClient):
@@ -207,10 +208,11 @@ class Grader:
         with self._lock:
             self._judges.discard(judge)
             self._born.pop(judge, None)
+        self._idle.forget(judge)
         judge.close()
         self._spawn()
 
-    def _give_back(self, judge: JudgeClient) -> None:
+    def _give_back(self, judge: JudgeClient, exercise: str) -> None:
         self._count(busy=-1, graded=1)
         if self._closed:
             judge.close()
@@ -220,7 +222,7 @@ class Grader:
             self._replace(judge, judge_failures=int(not alive), recycled=int(alive))
             return
         self._count(ready=1)
-        self._idle.put(judge)
+        self._idle.put(judge, exercise)
 
     def _spawn(self) -> None:
         """Start one judge process on a background thread; queue it once it is ready."""
@@ -245,6 +247,39 @@ class Grader:
         self.start_error = None
         self._count(ready=1)
         self._idle.put(judge)
+
+
+class IdleJudges:
+    """The judges waiting for a grading, and in their place the failures of judges that did
+    not start, in the order they came. `take(exercise)` gives the judge that last graded
+    `exercise` if one waits (it kept that exercise's pytest session: engine/pytest_session.py),
+    else the one that has waited longest."""
+
+    def __init__(self) -> None:
+        self._waiting: list[JudgeClient | JudgeFailed] = []
+        self._last: dict[JudgeClient, str] = {}  # the exercise each judge graded last
+        self._changed = threading.Condition()
+
+    def put(self, judge: JudgeClient | JudgeFailed, exercise: str | None = None) -> None:
+        with self._changed:
+            if exercise is not None:
+                self._last[judge] = exercise
+            self._waiting.append(judge)
+            self._changed.notify()
+
+    def take(self, exercise: str) -> JudgeClient | JudgeFailed:
+        """Blocks until a judge (or a failure) waits."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._waiting)
+            same = (judge for judge in self._waiting if self._last.get(judge) == exercise)
+            chosen = next(same, self._waiting[0])
+            self._waiting.remove(chosen)
+            return chosen
+
+    def forget(self, judge: JudgeClient) -> None:
+        """A judge that is closed for good."""
+        with self._changed:
+            self._last.pop(judge, None)
 
 
 def grade(

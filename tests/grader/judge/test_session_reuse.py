@@ -4,10 +4,12 @@ another's."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from judge_helpers import build_exercise
 
-from grader.exercise import REPO_ROOT
+from grader.exercise import REPO_ROOT, find_exercise
 from grader.judge import Grader
 from grader.sandbox import Limits
 
@@ -69,3 +71,22 @@ def test_a_session_is_kept_until_a_grading_changes_it_or_the_tiers_change(tmp_pa
     assert tests == [1, 1, 2, 2]  # the edited tiers are graded at once
     # kept while only constants are read; new after the edit, and after SEEN grew
     assert [stats.sessions_collected for _, stats in graded] == [1, 0, 1, 1]
+
+
+def test_a_grading_goes_to_the_judge_that_kept_its_exercises_session():
+    """Two judges, two exercises: each grading finds the session of its exercise kept (taken
+    in turn, the idle judges would collect again at almost every grading)."""
+    sources = {"gspo": REFERENCE, "dpo": find_exercise("dpo").reference.read_text("utf-8")}
+    order = ["gspo", "gspo", "dpo", "dpo", "gspo", "dpo", "gspo"]
+    graded = []
+    with Grader(pool_size=2, limits=LIMITS, warm=False, on_stats=lambda *g: graded.append(g)) as g:
+        assert g.wait_ready(300), "the judges did not start"
+        deadline = time.monotonic() + 300
+        while g.stats()["ready"] < 2 and time.monotonic() < deadline:  # both, in a known order
+            time.sleep(0.1)
+        for exercise in order:
+            g.grade(sources[exercise], exercise=exercise, tiers=["T0"])
+    assert [report.exercise for report, _ in graded] == order
+    assert all(report.passed for report, _ in graded)
+    # one judge collected at start (the default exercise), the other for DPO; then never
+    assert sum(stats.sessions_collected for _, stats in graded) == 2, [s for _, s in graded]

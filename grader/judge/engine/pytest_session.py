@@ -171,8 +171,13 @@ class CollectedSession:
             log.exception("a fixture of %s failed to tear down after a grading", name)
             return False
         if session.shouldstop or session.shouldfail or set_up_nodes(session):
+            log.info("a grading of %s stopped its pytest session: collecting a new one", name)
             return False
-        return self._state is not None and self._tier_state() == self._state
+        if self._state is None or self._tier_state() != self._state:
+            log.info("a grading of %s changed the tier modules' state or the tier files: "
+                     "collecting a new session", name)  # fmt: skip
+            return False
+        return True
 
     def _tier_state(self) -> TierState | None:
         """The fingerprint of what a grading could change; None when it cannot be read

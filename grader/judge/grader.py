@@ -8,8 +8,8 @@ A Grader keeps `pool_size` judge processes (client.py); each has imported torch,
 the tier suites once, graded every exercise's reference once to warm every code path, and
 keeps a sandboxed worker started ahead. A grading then costs only its tests. A judge keeps
 the pytest session of the exercise it graded last, so a grading goes to an idle judge that
-last graded its exercise when there is one (IdleJudges). A judge is
-recycled after `recycle_after` gradings to bound any slow leak, and replaced when it dies.
+last graded its exercise when there is one (IdleJudges). A judge is recycled after
+`recycle_after` gradings to bound any slow leak, and replaced when it dies.
 `nice` (0-19, added to this process's niceness) lowers the CPU priority of every judge process
 and of the sandboxed workers it starts (a grading node's judges for regrade work: node/lanes.py).
 

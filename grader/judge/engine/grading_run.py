@@ -5,9 +5,8 @@ are in a TestLedger (ledger.py: a fresh copy of the session's, bound while pytes
 selected once the request is known, given their verdicts while they run); its submission
 is a StudentSession (student_session.py, opened on first use), told where each test begins
 and ends: a test begins with its forecast, and a test that passed leaves its calls as the
-forecast of its next run. The run
-adds the grading's wall clock and, at the end, folds everything into the Report, once, and
-the GradingStats beside it.
+forecast of its next run. The run adds the grading's wall clock and, at the end, folds
+everything into the Report, once, and the GradingStats beside it.
 
 The grading passes when every tier passed and there is neither a submission nor a grader
 error.

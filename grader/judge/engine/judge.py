@@ -3,15 +3,14 @@
     judge = Judge(limits, pool)
     judge.rehearse(request)                # a first grading: its forecasts, while the pool starts
     report, stats = judge.grade(request)   # a GradingRequest -> its Report and GradingStats
-    judge.prepare(request.exercise)        # collect the next session ahead, while idle
+    judge.prepare(request.exercise)        # keep the session, or collect the next one, while idle
 
 Gradings run in a collected pytest session (pytest_session.py), kept from one grading to the
 next of the same exercise while no grading changes what the next could see (tier_state.py);
 a new session imports the tier modules afresh, only their compiled code is kept
 (tiercode.py), and the exercise's reference and toy modules, which are trusted, are loaded
-once (runtime.py). Student code never runs here: the
-`student` fixture talks to a sandboxed worker (a rehearsal's, to a thread serving the
-exercise's reference: rehearsal.py).
+once (runtime.py). Student code never runs here: the `student` fixture talks to a sandboxed
+worker (a rehearsal's, to a thread serving the exercise's reference: rehearsal.py).
 """
 
 from __future__ import annotations

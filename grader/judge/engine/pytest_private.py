@@ -1,10 +1,10 @@
 """Every private pytest name the judge uses, and nowhere else.
 
-Driving a grading's session in two steps (pytest_session.py) needs pytest's machinery below
-`pytest.main`; serving the tier modules' compiled code (tiercode.py) needs its assertion
-rewriter; the judge's lean test protocol (protocol.py) needs the runner's own per-test
-protocol and the report sections a test added; running one session for many gradings, its
-setup state. pytest's version is pinned in pyproject.toml;
+Driving a session in steps and running it for grading after grading (pytest_session.py)
+needs pytest's machinery below `pytest.main` and its setup state; serving the tier modules'
+compiled code (tiercode.py) needs its assertion rewriter; the judge's lean test protocol
+(protocol.py) needs the runner's own per-test protocol and the report sections a test
+added. pytest's version is pinned in pyproject.toml;
 tests/grader/judge/test_pytest_internals.py fails, naming the one that changed, when an
 upgrade moves or reshapes any of them.
 """

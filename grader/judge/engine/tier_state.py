@@ -54,9 +54,10 @@ class TierState:
     @classmethod
     def of(cls, tiers_dir: Path, modules: Iterable[types.ModuleType], items: list) -> TierState:
         """The state of the tier folder's `modules` and files, and of the collected `items`."""
+        modules = sorted(modules, key=lambda m: m.__name__)
         tier_modules = {module.__name__ for module in modules}
         seen = []
-        for module in sorted(modules, key=lambda m: m.__name__):
+        for module in modules:
             names = {k: v for k, v in vars(module).items() if not k.startswith("__")}
             seen.append((module.__name__, _namespace(names, tier_modules, _DEPTH)))
         for item in items:
@@ -73,7 +74,7 @@ def _files(folder: Path) -> tuple:
     """Every file under `folder` (subfolders too, caches aside): its size and mtime."""
     found = []
     for where, folders, names in os.walk(folder):
-        folders[:] = sorted(name for name in folders if name != "__pycache__")
+        folders[:] = [name for name in folders if name != "__pycache__"]
         for name in names:
             stat = os.stat(os.path.join(where, name))
             found.append((where, name, stat.st_size, stat.st_mtime_ns))

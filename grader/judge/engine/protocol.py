@@ -19,7 +19,13 @@ read from the node id (no line number); a skip keeps pytest's own report (its (p
 reason) tuple). Wrappers of the hook (skipping's xfail handling, the GradingPlugin's
 verdicts) see the report as before.
 
-Both hooks stand in for the runner's because this module is registered after it (plain
+Its wrappers of the three phases keep one tier test from ending the whole grading: a
+KeyboardInterrupt or `pytest.exit` (which pytest's runner lets through, to end the run) and a
+`session.shouldstop` or `shouldfail` set by the test become a TierStoppedRun in that phase,
+an ordinary grader error of that test. The judge process runs in a session of its own, so no
+terminal's Ctrl-C reaches it: such an interrupt can only come from tier code.
+
+The two hooks stand in for the runner's because this module is registered after it (plain
 hooks run last registered first); a conftest.py's own, registered later still, runs before
 them, as under `pytest`.
 """
@@ -28,7 +34,11 @@ from __future__ import annotations
 
 import pytest
 
-from grader.judge.engine.pytest_private import report_sections, run_phases
+from grader.judge.engine.pytest_private import report_sections, run_phases, withdraw_stop
+from grader.judge.engine.verdicts import TierStoppedRun
+
+_RUN_ENDERS = (KeyboardInterrupt, pytest.exit.Exception)  # pytest's runner re-raises these
+RUN_STOPPED = pytest.StashKey[str]()  # in the session's stash: how a test tried to end the run
 
 
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
@@ -40,6 +50,38 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if hook.pytest_runtest_logfinish.get_hookimpls():
         hook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     return True
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    return (yield from _kept_to_the_test(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    return (yield from _kept_to_the_test(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item):
+    return (yield from _kept_to_the_test(item))
+
+
+def _kept_to_the_test(item: pytest.Item):
+    """A phase's wrapper: what ends a run under `pytest` becomes TierStoppedRun, and the
+    session says so (RUN_STOPPED): pytest leaves a fixture that raised KeyboardInterrupt
+    half set up, so no later grading may reuse this session."""
+    try:
+        result = yield
+    except _RUN_ENDERS as exc:
+        how = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        item.session.stash[RUN_STOPPED] = how
+        raise TierStoppedRun(how) from exc
+    asked = withdraw_stop(item.session)
+    if asked:
+        how = item.session.stash[RUN_STOPPED] = f"session.shouldstop or shouldfail = {asked!r}"
+        raise TierStoppedRun(how)
+    return result
 
 
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:

@@ -3,10 +3,10 @@
 Driving a session in steps and running it for grading after grading (pytest_session.py)
 needs pytest's machinery below `pytest.main` and its setup state; serving the tier modules'
 compiled code (tiercode.py) needs its assertion rewriter; the judge's lean test protocol
-(protocol.py) needs the runner's own per-test protocol and the report sections a test
-added. pytest's version is pinned in pyproject.toml;
-tests/grader/judge/test_pytest_internals.py fails, naming the one that changed, when an
-upgrade moves or reshapes any of them.
+(protocol.py) needs the runner's own per-test protocol, the report sections a test added,
+and a way to take back a test's request to end the run. pytest's version is pinned in
+pyproject.toml; tests/grader/judge/test_pytest_internals.py fails, naming the one that
+changed, when an upgrade moves or reshapes any of them.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ PRIVATE_NAMES = (  # what test_pytest_internals.py checks, in one place
     "_pytest.main.Session._setupstate",
     "_pytest.runner.SetupState.stack",
     "_pytest.runner.SetupState.teardown_exact",
+    "_pytest.main.Session._shouldstop",
+    "_pytest.main.Session._shouldfail",
 )
 
 
@@ -80,6 +82,14 @@ def teardown_all(session: pytest.Session) -> None:
     """Tear down every fixture still set up, of every scope, as pytest's own
     pytest_sessionfinish does (a run that stopped early leaves the session's up)."""
     session._setupstate.teardown_exact(None)
+
+
+def withdraw_stop(session: pytest.Session) -> str | bool:
+    """Take back a request to end the run (`session.shouldstop` or `shouldfail`, which
+    pytest's setters refuse to unset): what was asked, False when nothing was."""
+    asked = session.shouldstop or session.shouldfail
+    session._shouldstop = session._shouldfail = False
+    return asked
 
 
 def set_up_nodes(session: pytest.Session) -> int:

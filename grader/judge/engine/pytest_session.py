@@ -36,6 +36,7 @@ from grader.judge.engine import plugin, protocol
 from grader.judge.engine.grading_run import GradingRun
 from grader.judge.engine.ledger import TestLedger
 from grader.judge.engine.plugin import GradingPlugin
+from grader.judge.engine.protocol import RUN_STOPPED
 from grader.judge.engine.pytest_private import (
     configure,
     prepare_config,
@@ -154,7 +155,8 @@ class CollectedSession:
             self.config.hook.pytest_runtestloop(session=self.session)
             self.reusable = self._cleaned_up()
             return grading.report()
-        except Exception as error:  # pytest itself failed: ours, not the student's
+        except (Exception, KeyboardInterrupt) as error:  # pytest, or a tier's hook beside
+            # the tests' phases (protocol.py keeps those to their test): ours, not the student's
             self.reusable = False
             problem = f"{type(error).__name__}: {error}"
             return self._failed(request, grader_error("pytest failed", [problem]))
@@ -169,6 +171,10 @@ class CollectedSession:
             teardown_all(session)
         except Exception:  # a tier fixture's teardown failed: a new session starts clean
             log.exception("a fixture of %s failed to tear down after a grading", name)
+            return False
+        if RUN_STOPPED in session.stash:
+            log.info("a test of %s tried to end the run (%s): collecting a new session",
+                     name, session.stash[RUN_STOPPED])  # fmt: skip
             return False
         if session.shouldstop or session.shouldfail or set_up_nodes(session):
             log.info("a grading of %s stopped its pytest session: collecting a new one", name)

@@ -28,6 +28,16 @@ class GraderFault(Exception):
     """Raised by the judge itself when it cannot do its job (e.g. the sandbox fails to start)."""
 
 
+class TierStoppedRun(Exception):
+    """A tier test or fixture tried to end the whole run: it raised KeyboardInterrupt or
+    called `pytest.exit`, or set `session.shouldstop` / `shouldfail`. Under `pytest` that
+    ends the run; in a grading it fails that one test as the grader's fault (protocol.py),
+    and the other tests are judged as usual."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__(f"it tried to stop the whole grading ({how}); only this test is lost")
+
+
 @dataclass(frozen=True)
 class TestVerdict:
     """What one phase (setup, call, teardown) of a tier test came to, and whose fault."""

@@ -1,6 +1,7 @@
 """Student faults and grader faults, kept apart, on a small exercise with small limits.
 
-Tiers: A (visible, with a hidden test), B (hidden tier), C (tests with grader bugs),
+Tiers: A (visible, with a hidden test), B (hidden tier), C (tests with grader bugs, and
+tests that try to end the whole run as `pytest` would),
 D (a test that kills the judge process), E (slow calls that exhaust the grading's time).
 """
 
@@ -118,6 +119,31 @@ def test_bug_in_test_code(student):
 
 def test_bug_in_fixture(broken_fixture):
     pass
+
+
+@pytest.fixture
+def interrupting_fixture():
+    raise KeyboardInterrupt
+
+
+def test_interrupts_the_run(student):
+    raise KeyboardInterrupt
+
+
+def test_exits_pytest():
+    pytest.exit("enough")
+
+
+def test_asks_the_session_to_stop(request):
+    request.session.shouldstop = "enough"
+
+
+def test_interrupting_fixture(interrupting_fixture):
+    pass
+
+
+def test_after_the_interrupts(student):
+    assert student.sequence_ratio(*batch()).shape == (2,)
 """,
     "test_d.py": BATCH
     + """
@@ -189,6 +215,26 @@ def test_grader_bugs_are_not_blamed_on_the_student(grader):
     assert "the fixture has a bug" in tests["test_bug_in_fixture"].message
     assert report.grader_error is not None and "not in your code" in report.grader_error.message
     assert report.submission_error is None and not report.passed
+
+
+def test_a_tier_that_ends_the_run_loses_only_its_own_test(grader):
+    """KeyboardInterrupt, pytest.exit and session.shouldstop end a `pytest` run; in a
+    grading, each fails its own test as the grader's fault, the judge lives on, and the
+    next test and the next grading are judged."""
+    failures = grader.stats()["judge_failures"]
+    for _ in range(2):
+        report = grader.grade(REFERENCE, tiers=["C"])
+        tests = outcomes(report)
+        for name in ("test_interrupts_the_run", "test_exits_pytest",
+                     "test_asks_the_session_to_stop", "test_interrupting_fixture"):  # fmt: skip
+            assert tests[name].outcome == "error", tests[name]
+            assert tests[name].message.startswith("Grader error (not your code's fault)")
+            assert "tried to stop the whole grading" in tests[name].message, tests[name]
+        assert tests["test_after_the_interrupts"].outcome == "passed", tests
+        assert report.submission_error is None
+    assert "Exit: enough" in tests["test_exits_pytest"].message
+    assert "'enough'" in tests["test_asks_the_session_to_stop"].message
+    assert grader.stats()["judge_failures"] == failures
 
 
 def test_endless_loop_at_import_is_a_timeout(grader):

@@ -25,6 +25,8 @@ PARAMETERS = {
     "_pytest.main.Session._setupstate": ("set by", "_pytest.runner.pytest_sessionstart"),
     "_pytest.runner.SetupState.stack": "attribute",
     "_pytest.runner.SetupState.teardown_exact": ["self", "nextitem"],
+    "_pytest.main.Session._shouldstop": "attribute",
+    "_pytest.main.Session._shouldfail": "attribute",
 }
 
 

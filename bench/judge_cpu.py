@@ -7,9 +7,10 @@ Each tree gets one process with a warm Grader of one judge (its own `grader` pac
 first on PYTHONPATH; the same Python and the same files for both). Round after round, each
 process grades every file once on Submit, the two taking turns, so both see the same load
 from the rest of the machine. Per file and tree it prints the judge's CPU per grading
-(GradingStats.judge_cpu_seconds: the judge process, collecting its session included) and
-the worker's, as median [min-max] over the rounds, the round trips, the score (which must
-be the same in both trees), and the ratio of the medians. Without FILEs: the reference, the
+(GradingStats.judge_cpu_seconds: the judge process, collecting its session included), the
+worker's and the grading's wall time, as median [min-max] over the rounds, the round trips,
+the score (which must be the same in both trees), and the ratios of the medians: the
+judge's CPU, and the judge's and the worker's together. Without FILEs: the reference, the
 starter and five wrong files of the corpus.
 """
 
@@ -21,6 +22,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,13 +44,16 @@ def serve() -> None:
         print(json.dumps({"ready": True}), flush=True)
         for line in sys.stdin:
             request = json.loads(line)
+            began = time.perf_counter()
             report = grader.grade(request["source"], "submit", exercise=request["exercise"])
+            wall_s = time.perf_counter() - began
             one = stats.pop() if stats else None
             print(json.dumps({
                 "score": report.score,
                 "judge_cpu_s": one.judge_cpu_seconds if one else None,
                 "worker_cpu_s": one.worker_cpu_seconds if one else None,
                 "round_trips": one.round_trips if one else None,
+                "wall_s": wall_s,
             }), flush=True)  # fmt: skip
 
 
@@ -119,14 +124,19 @@ def main(argv: list[str] | None = None) -> int:
         for name in trees:
             runs = results[name, path]
             judge = [run["judge_cpu_s"] for run in runs]
-            medians[name] = statistics.median(judge)
+            both = [run["judge_cpu_s"] + run["worker_cpu_s"] for run in runs]
+            medians[name] = statistics.median(judge), statistics.median(both)
             scores = sorted({run["score"] for run in runs})
             worker = spread([run["worker_cpu_s"] for run in runs])
+            wall = spread([run["wall_s"] for run in runs])
             shown = ", ".join(f"{score:g}" for score in scores)
             print(f"  {label!s:48s} {name:9s} judge {spread(judge)}  worker {worker}  "
-                  f"round trips {runs[-1]['round_trips']}  score {shown}")  # fmt: skip
-        ratio = medians["this tree"] / medians["baseline"] if medians["baseline"] else float("nan")
-        print(f"  {'':48s} judge CPU ratio (this tree / baseline): {ratio:.2f}")
+                  f"wall {wall}  round trips {runs[-1]['round_trips']}  "
+                  f"score {shown}")  # fmt: skip
+        pairs = zip(medians["this tree"], medians["baseline"], strict=True)
+        ratios = [now / then if then else float("nan") for now, then in pairs]
+        print(f"  {'':48s} CPU ratio (this tree / baseline): judge {ratios[0]:.2f}, "
+              f"judge + worker {ratios[1]:.2f}")  # fmt: skip
     return 0
 
 

@@ -76,10 +76,11 @@ class ForecastCall:
     key: bytes  # the encoded body: its JSON header, then its tensors' bytes (a copy)
     header_nbytes: int
     target: int | None = None
+    name: str | None = None  # a call's function (not part of what two requests must share)
 
     @classmethod
-    def of(cls, encoded: Encoded, target: int | None = None) -> ForecastCall:
-        return cls(b"".join(encoded.parts[1:]), len(encoded.parts[1]), target)
+    def of(cls, encoded: Encoded, target: int | None = None, name: str | None = None):
+        return cls(b"".join(encoded.parts[1:]), len(encoded.parts[1]), target, name)
 
     def body(self) -> Encoded:
         """The encoded body again, for `codec.with_fields` to number and send."""
@@ -129,13 +130,20 @@ class CallsAhead:
         return stale
 
     def send(
-        self, post: Post, room: Callable[[int, bool], bool], new_id: Callable[[], int]
+        self,
+        post: Post,
+        room: Callable[[int, bool], bool],
+        new_id: Callable[[], int],
+        runs: Callable[[str], bool] = lambda name: True,
     ) -> None:
         """Send the next requests not yet sent through `post`, all in one write, each call
         under a fresh id from `new_id`: once fewer than TOP_UP_BELOW are ahead, up to
-        AHEAD_CALLS ahead, while `room(the batch's bytes, whether it is one request)`. The
-        current test's forecast goes first; once all of it is sent, the next test's follows,
-        so the worker has work while this test's last checks run."""
+        AHEAD_CALLS ahead, while `room(the batch's bytes, whether it is one request)`, and
+        up to the first call of a function that would not reach the worker (`runs(name)`
+        False: a stub, stubs.py, whose calls the proxy answers itself: sent ahead, the
+        starter's would all raise in the worker for nothing). The current test's forecast
+        goes first; once all of it is sent, the next test's follows, so the worker has work
+        while this test's last checks run."""
         ahead = len(self.pending) + len(self.then_pending)
         if self.forecast is None or ahead >= TOP_UP_BELOW:
             return
@@ -144,6 +152,8 @@ class CallsAhead:
         nbytes = 0
         for position, call, owner, ids in self._unsent():
             if ahead + len(batch) >= AHEAD_CALLS or not room(nbytes + len(call.key), not batch):
+                break
+            if call.name is not None and not runs(call.name):
                 break
             if call.target is None:
                 call_id = ids[position] = new_id()

@@ -145,7 +145,12 @@ class Pipeline:
     # -- calls sent ahead (forecast.py) ----------------------------------------------------
 
     def _send_ahead(self) -> None:
-        self.ahead.send(self._post_ahead, self._room_ahead, self._new_id)
+        self.ahead.send(self._post_ahead, self._room_ahead, self._new_id, self._runs)
+
+    def _runs(self, name: str) -> bool:
+        """Whether a call of function `name` would reach the worker (True unless a subclass
+        answers some calls itself)."""
+        return True
 
     def _new_id(self) -> int:
         """A call id not used before with this proxy: its graph is kept under it."""

@@ -232,6 +232,9 @@ class StudentProxy(Pipeline):
             self._timeouts[name] = timeouts + 1
             raise
 
+    def _runs(self, name: str) -> bool:
+        return not self._stubs.stubbed(name)  # a stub's calls are answered here
+
     def _call(self, name: str, args: tuple, kwargs: dict) -> object:
         if self.load_error is not None:
             raise StudentLoadError(self.load_error, filename=self.filename)
@@ -240,7 +243,7 @@ class StudentProxy(Pipeline):
         body["grad"] = torch.is_grad_enabled()
         encoded = encode(body, self.limits.wire())  # a WireError is the calling test's bug
         elements = sum(t.numel() for t in encoded.originals)
-        ahead = self.ahead.take(ForecastCall.of(encoded))
+        ahead = self.ahead.take(ForecastCall.of(encoded, name=name))
         position = (self.ahead.tests, len(self.ahead.script) - 1)  # for its backwards
         try:
             if ahead is not None:

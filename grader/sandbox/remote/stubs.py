@@ -7,6 +7,7 @@ the judge, so the report groups them with the first ("same error") and the start
 judged without a worker round trip per test.
 
     stubs = Stubs()
+    stubs.stubbed(name)                # True: its calls are not sent, nor sent ahead
     error = stubs.error_for(name)      # None: call it; else raise this instead
     stubs.raised(name, error)          # after a call raised
     stubs.returned(name)               # after a call returned
@@ -56,13 +57,17 @@ class Stubs:
             return
         self._stubbed[name] = (found[0] if found else error, (found[1] if found else 0) + 1)
 
+    def stubbed(self, name: str) -> bool:
+        """Whether `name` is a stub now: its calls are answered by `error_for`."""
+        found = self._stubbed.get(name)
+        return found is not None and found[1] >= NOT_IMPLEMENTED_CALLS and name not in self._written
+
     def error_for(self, name: str) -> StudentError | None:
         """The error to raise at once for a call of `name`, if the submission has not
         written it (see above): a copy of the error its first calls raised."""
-        found = self._stubbed.get(name)
-        if found is None or found[1] < NOT_IMPLEMENTED_CALLS or name in self._written:
+        if not self.stubbed(name):
             return None
-        first = found[0]
+        first = self._stubbed[name][0]
         return StudentError(
             first.type_name,
             first.message,

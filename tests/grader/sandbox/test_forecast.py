@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.sandbox import WAITS, Limits, StudentTimeout, WorkerPool
+from grader.sandbox import WAITS, Limits, StudentError, StudentTimeout, WorkerPool
 from grader.sandbox.remote import (
     AHEAD_CALLS,
     TOP_UP_BELOW,
@@ -21,6 +21,7 @@ from grader.sandbox.remote import (
     Forecasts,
     open_student,
 )
+from grader.sandbox.remote.stubs import NOT_IMPLEMENTED_CALLS
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("time_guard")]
 GUARD_S = 90  # per test: two worker starts on a busy machine, and a drop's wait
@@ -432,3 +433,46 @@ def test_a_next_tests_backwards_go_ahead_with_its_calls(pool):
     for group, want_group in zip(got, expected, strict=True):
         for (ratio, grad), (want_ratio, want_grad) in zip(group, want_group, strict=True):
             assert torch.equal(ratio, want_ratio) and torch.equal(grad, want_grad)
+
+
+UNWRITTEN = """
+UNWRITTEN_CALLS = 0
+
+
+def unwritten(x):
+    global UNWRITTEN_CALLS
+    UNWRITTEN_CALLS += 1
+    raise NotImplementedError("unwritten is not written yet")
+
+
+def unwritten_calls(x):
+    return x * 0 + UNWRITTEN_CALLS
+"""
+
+
+def test_a_stubs_calls_are_not_sent_ahead(pool):
+    """Once a function is a stub (stubs.py), the proxy answers its calls itself: a forecast
+    of them is not sent, so the worker does not run them for nothing."""
+    source, functions = SOURCE + UNWRITTEN, (*FUNCTIONS, "unwritten", "unwritten_calls")
+    xs = [torch.full((2,), float(k)) for k in range(5)]
+
+    def calls(student, n: int) -> None:
+        for x in xs[:n]:
+            with pytest.raises(StudentError, match="unwritten is not written yet"):
+                student.unwritten(x)
+
+    sizes = (NOT_IMPLEMENTED_CALLS, len(xs))
+    with open_student(source, functions=functions, pool=pool) as teacher:
+        plans = []
+        for n in sizes:
+            teacher.begin_test(None)
+            calls(teacher, n)
+            plans.append(teacher.end_test())
+    with open_student(source, functions=functions, pool=pool) as ahead:
+        for plan, n in zip(plans, sizes, strict=True):
+            ahead.begin_test(plan)
+            calls(ahead, n)
+            ahead.end_test()
+        ran = int(ahead.unwritten_calls(torch.zeros(2))[0])
+        assert ran == NOT_IMPLEMENTED_CALLS  # the first test's calls; not the second's
+        assert ahead.ahead.sent == NOT_IMPLEMENTED_CALLS

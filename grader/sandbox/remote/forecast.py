@@ -134,7 +134,7 @@ class CallsAhead:
         post: Post,
         room: Callable[[int, bool], bool],
         new_id: Callable[[], int],
-        runs: Callable[[str], bool] = lambda name: True,
+        runs: Callable[[str], bool],
     ) -> None:
         """Send the next requests not yet sent through `post`, all in one write, each call
         under a fresh id from `new_id`: once fewer than TOP_UP_BELOW are ahead, up to

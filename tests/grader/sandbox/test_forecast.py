@@ -86,6 +86,22 @@ def recorded(pool, calls, source: str = SOURCE) -> object:
         return first.end_test()
 
 
+def recorded_plans(pool, tests, source: str = SOURCE, functions=FUNCTIONS) -> list:
+    """The forecasts that one proxy's consecutive tests make: `tests` calls each on it."""
+    with open_student(source, functions=functions, pool=pool) as teacher:
+        plans = []
+        for calls in tests:
+            teacher.begin_test(None)
+            calls(teacher)
+            plans.append(teacher.end_test())
+        return plans
+
+
+def counts_all(xs):
+    """A test's calls: `count` on each of `xs`."""
+    return lambda student: [student.count(x) for x in xs]
+
+
 def test_calls_equal_to_the_forecast_are_answered_ahead_with_the_same_results(pool):
     seeds = [1, 2, 3, 4, 5]
     with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as plain:
@@ -141,13 +157,7 @@ def test_calls_go_ahead_in_batches_of_at_most_AHEAD_CALLS(pool):
 def test_a_divergence_drops_only_its_own_tests_rest(pool):
     first = [torch.full((2,), float(k)) for k in range(4)]
     second = [torch.full((2,), 10.0 + k) for k in range(4)]
-    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as teacher:
-        plans = []
-        for xs in (first, second):
-            teacher.begin_test(None)
-            for x in xs:
-                teacher.count(x)
-            plans.append(teacher.end_test())
+    plans = recorded_plans(pool, [counts_all(first), counts_all(second)])
     with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as ahead:
         ahead.begin_test(plans[0])
         assert int(ahead.count(first[0])[0]) == 1
@@ -168,14 +178,7 @@ def recorded_tests(pool, sizes=(3, 4, 2)) -> tuple[list[list[torch.Tensor]], lis
     """Inputs and recorded forecasts of consecutive tests, each calling `count` on its own
     inputs."""
     inputs = [[torch.full((2,), 10.0 * t + k) for k in range(n)] for t, n in enumerate(sizes)]
-    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as teacher:
-        plans = []
-        for xs in inputs:
-            teacher.begin_test(None)
-            for x in xs:
-                teacher.count(x)
-            plans.append(teacher.end_test())
-    return inputs, plans
+    return inputs, recorded_plans(pool, [counts_all(xs) for xs in inputs])
 
 
 def test_the_next_tests_calls_go_ahead_once_this_tests_are_all_sent(pool):
@@ -415,12 +418,7 @@ def test_a_next_tests_backwards_go_ahead_with_its_calls(pool):
     cases = [WEIGHTED[:2], WEIGHTED[2:]]
     with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as plain:
         expected = [weighted_ratios(plain, group) for group in cases]
-    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as teacher:
-        plans = []
-        for group in cases:
-            teacher.begin_test(None)
-            weighted_ratios(teacher, group)
-            plans.append(teacher.end_test())
+    plans = recorded_plans(pool, [lambda s, g=group: weighted_ratios(s, g) for group in cases])
     with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as ahead:
         ahead.begin_test(plans[0], then=plans[1])
         assert ahead.requests == 1 + len(plans[0]) + len(plans[1])  # the load, both tests'
@@ -462,12 +460,8 @@ def test_a_stubs_calls_are_not_sent_ahead(pool):
                 student.unwritten(x)
 
     sizes = (NOT_IMPLEMENTED_CALLS, len(xs))
-    with open_student(source, functions=functions, pool=pool) as teacher:
-        plans = []
-        for n in sizes:
-            teacher.begin_test(None)
-            calls(teacher, n)
-            plans.append(teacher.end_test())
+    tests = [lambda s, n=n: calls(s, n) for n in sizes]
+    plans = recorded_plans(pool, tests, source, functions)
     with open_student(source, functions=functions, pool=pool) as ahead:
         for plan, n in zip(plans, sizes, strict=True):
             ahead.begin_test(plan)

@@ -53,15 +53,17 @@ and reload.</p>
 """
 
 
-def create_app(settings: Settings | None = None, grader=None) -> FastAPI:
-    """The service. `grader` defaults to a warm `grader.judge.Grader` built from settings."""
+def create_app(settings: Settings | None = None, grader=None, draw=None) -> FastAPI:
+    """The service. `grader` defaults to a warm `grader.judge.Grader` built from settings;
+    `draw`, how the embedded node draws a toy result's plots, to a plotting process of the
+    node's own (node/drawing.py)."""
     settings = settings or load_settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         if not settings.distributed:
             make_private(settings.data_dir)
-        app.state.service = ServiceState(settings, grader)
+        app.state.service = ServiceState(settings, grader, draw)
         app.state.lti = LtiService(settings, app.state.service.store.engine)
         try:
             await app.state.service.start()

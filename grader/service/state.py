@@ -51,7 +51,7 @@ def admission_of(settings: Settings) -> Admission:
 class ServiceState:
     """Owns every long-lived part; `close()` releases them in reverse order of need."""
 
-    def __init__(self, settings: Settings, grader=None):
+    def __init__(self, settings: Settings, grader=None, draw=None):
         self.settings = settings
         self.metrics = Metrics()
         self.admission = admission_of(settings)
@@ -85,7 +85,8 @@ class ServiceState:
                                 settings.stalled_seconds, on_finished=self.finished,
                                 live_judges=settings.live_judges,
                                 shared_grader=self.shared_grader,
-                                regrade_lull_s=settings.regrade_lull_seconds)  # fmt: skip
+                                regrade_lull_s=settings.regrade_lull_seconds,
+                                draw=draw)  # fmt: skip
         self._warmup = threading.Thread(target=self._start_grader, name="grader-warmup")
         self._warmup.start()
 

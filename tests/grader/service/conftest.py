@@ -72,12 +72,11 @@ def make_client(settings_for):
     def make(grader: FakeGrader | None = None, wait_ready: bool = True, **overrides):
         grader = grader or FakeGrader()
         settings = settings_for(**overrides)
-        client = TestClient(create_app(settings, grader), raise_server_exceptions=False)
+        app = create_app(settings, grader, draw=FakeDrawer())  # no plotting process
+        client = TestClient(app, raise_server_exceptions=False)
         client.__enter__()
         opened.append(client)
         service = client.app.state.service
-        if service.node is not None:  # embedded: its own grading node
-            service.node.draw = FakeDrawer()
         if wait_ready:
             wait_until(lambda: service.ready)
         return client, grader

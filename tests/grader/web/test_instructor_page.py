@@ -69,9 +69,8 @@ def service(graded, tmp_path_factory):
     Signatures(data_dir / "mistakes").save(DPO, found)
     settings = load_settings(data_dir=data_dir, instructor_token=TOKEN)
     server = ServerThread("127.0.0.1")
-    app = create_app(settings, FakeGrader())
+    app = create_app(settings, FakeGrader(), FakeDrawer())  # the fake reports' fake plots
     server.start(app)
-    app.state.service.node.draw = FakeDrawer()  # the regrade's fake reports draw fake plots
     yield server.base, students
     server.stop()
 
@@ -177,7 +176,7 @@ def lti_tool(tmp_path):
     lms_server.start(lms.app())
     register(lms, tmp_path / "data")
     settings = load_settings(data_dir=tmp_path / "data", public_url=tool_server.base)
-    tool_server.start(create_app(settings, FakeGrader()))
+    tool_server.start(create_app(settings, FakeGrader(), FakeDrawer()))
     lms.tool_base = tool_server.base
     yield tool_server.base, lms
     tool_server.stop()

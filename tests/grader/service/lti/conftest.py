@@ -55,11 +55,10 @@ def start_tool(lms, tmp_path):
         base |= {"public_url": server.base, "lti_retry_seconds": 0.2}
         settings = load_settings(**{**base, **overrides})
         grader = grader or FakeGrader()
-        app = create_app(settings, grader)
+        draw = FakeDrawer() if isinstance(grader, FakeGrader) else None  # no torch: no plots
+        app = create_app(settings, grader, draw)
         server.start(app)
         started.append(server)
-        if app.state.service.node is not None and isinstance(grader, FakeGrader):  # no torch
-            app.state.service.node.draw = FakeDrawer()
         lms.tool_base = server.base
         return Tool(server, app, grader, data_dir)
 

@@ -95,9 +95,11 @@ class Plotter:
             self._start_unless_running()
 
     def close(self) -> None:
-        """End the process once a drawing under way has ended."""
+        """Kill the process once a drawing under way has ended: between drawings it holds
+        nothing to lose, and one still importing what it preloads would notice its link
+        closed only seconds later."""
         with self._lock:
-            self._end()
+            self._end(kill=True)
 
     def _start_unless_running(self) -> None:
         """The process, started if it never was or died while idle (the OOM killer)."""

@@ -173,3 +173,16 @@ def test_a_started_plotter_imports_matplotlib_and_its_experiments_before_any_dra
     finally:
         bare.close()
         warm.close()
+
+
+def test_closing_a_plotter_still_importing_its_preloads_ends_it_at_once(tmp_path):
+    """A node stopped right after it started does not wait for its plotting process to
+    finish importing (here an experiment whose import takes a minute)."""
+    slow = tmp_path / "experiment.py"
+    slow.write_text("import time\ntime.sleep(60)\n")
+    plotter = Plotter(preload=[slow])
+    pid = started_child(plotter)
+    started = time.monotonic()
+    plotter.close()
+    assert time.monotonic() - started < 5.0  # not the minute, nor PLOTTER_EXIT_S
+    assert not alive(pid)

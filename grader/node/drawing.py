@@ -40,7 +40,6 @@ def reference_preview(exercise: Exercise, draw=draw_pngs) -> dict[str, bytes]:
 # take about 1 s of CPU, 10 s at niceness 10 on a busy machine; an experiment.py that loops
 # must not hold every later drawing back.
 DRAWING_LIMIT_S = 120.0
-PLOTTER_EXIT_S = 10.0  # at close, a plotting process gets this long to end on its own
 
 
 class Plotter:
@@ -78,7 +77,7 @@ class Plotter:
             try:
                 self._link.send((exercise, result))
                 if not self._link.poll(self.limit_s):
-                    self._end(kill=True)
+                    self._end()
                     raise PlotError(f"the plots took more than {self.limit_s:g} s to draw")
                 drawn, value = self._link.recv()
             except (EOFError, OSError) as exc:
@@ -99,7 +98,7 @@ class Plotter:
         nothing to lose, and one still importing what it preloads would notice its link
         closed only seconds later."""
         with self._lock:
-            self._end(kill=True)
+            self._end()
 
     def _start_unless_running(self) -> None:
         """The process, started if it never was or died while idle (the OOM killer)."""
@@ -113,18 +112,13 @@ class Plotter:
         argv += [arg for path in self.preload for arg in ("--preload", str(path))]
         self._process, self._link = start_linked(argv, stdin=subprocess.DEVNULL)
 
-    def _end(self, kill: bool = False) -> None:
-        """Close the link (the process ends at its next read) and reap the process; `kill`
-        it at once (a drawing past its limit)."""
+    def _end(self) -> None:
+        """Close the link and kill and reap the process: it is idle, ended, or drawing past
+        its limit, so it holds nothing to lose."""
         if self._link is not None:
             self._link.close()
             self._link = None
         if self._process is not None:
-            if kill:
-                self._process.kill()
-            try:
-                self._process.wait(PLOTTER_EXIT_S)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+            self._process.kill()  # nothing, once it has ended on its own
+            self._process.wait()
             self._process = None

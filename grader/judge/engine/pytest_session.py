@@ -190,7 +190,9 @@ class CollectedSession:
         (then no grading reuses the session)."""
         tiers_dir = self.runtime.exercise.tiers_dir
         try:
-            return TierState.of(tiers_dir, _tier_modules(tiers_dir, self._saved[0]), self.items)
+            return TierState.of(
+                tiers_dir, _tier_modules(tiers_dir, self._saved[0]).values(), self.items
+            )
         except Exception:
             log.exception("the tier state of %s could not be read", self.runtime.exercise.id)
             return None
@@ -221,18 +223,22 @@ class CollectedSession:
         """Drop modules imported from the tier folder during the session; library modules
         imported for the first time stay."""
         saved_modules, saved_path = self._saved
-        for module in _tier_modules(self.runtime.exercise.tiers_dir, saved_modules):
-            del sys.modules[module.__name__]
         sys.path[:] = saved_path
+        for name in _tier_modules(self.runtime.exercise.tiers_dir, saved_modules):
+            sys.modules.pop(name, None)
 
 
-def _tier_modules(tiers_dir: Path, before: dict) -> list:
-    """The modules imported from the tier folder since `before` (sys.modules then)."""
+def _tier_modules(tiers_dir: Path, before: dict) -> dict:
+    """The modules imported from the tier folder since `before` (sys.modules then), by name.
+
+    Other threads import and drop modules meanwhile (a rehearsal's worker thread drops its
+    `submission` module as it ends, in the background), so this reads one copy of
+    sys.modules, taken at once, never the live dict name by name."""
     inside = os.path.join(tiers_dir, "")
-    found = []
-    for name in sys.modules.keys() - before.keys():
-        module = sys.modules[name]
-        location = getattr(module, "__file__", None)
+    now = sys.modules.copy()  # one C call: no other thread runs during it
+    found = {}
+    for name in now.keys() - before.keys():
+        location = getattr(now[name], "__file__", None)
         if isinstance(location, str) and location.startswith(inside):
-            found.append(module)
+            found[name] = now[name]
     return found

@@ -5,9 +5,12 @@ submission in the judge, and stops once a worker waits."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import threading
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -161,3 +164,45 @@ print(judge.rehearse(GradingRequest(source="")), "torch._dynamo" in sys.modules)
     passed, dynamo = done.stdout.split()
     assert int(passed) > 30
     assert dynamo == "False"
+
+
+@pytest.fixture
+def modules_coming_and_going():
+    """Another thread adding and dropping modules all the time, switching threads as often as
+    the interpreter can: what a rehearsal's worker thread does once, as it ends in the
+    background (it drops its `submission` module), made near certain to land mid-discard."""
+    modules = [types.ModuleType(f"coming_and_going_{i}") for i in range(2000)]
+    done = threading.Event()
+
+    def churn():
+        while not done.is_set():
+            for module in modules:
+                sys.modules[module.__name__] = module
+            for module in modules:
+                sys.modules.pop(module.__name__, None)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    thread = threading.Thread(target=churn, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+        sys.setswitchinterval(interval)
+
+
+def test_a_rehearsal_puts_the_process_back_while_other_threads_import(modules_coming_and_going):
+    runtime = ExerciseRuntime.load(find_exercise(None))
+    tiers = os.path.join(runtime.exercise.tiers_dir, "")
+    path = list(sys.path)
+    for _ in range(20):
+        assert rehearse(runtime, Limits(), GradingRequest(source=""), stop=lambda: True) == 0
+        from_tiers = [
+            name
+            for name, module in sys.modules.copy().items()
+            if str(getattr(module, "__file__", None)).startswith(tiers)
+        ]
+        assert from_tiers == []
+        assert sys.path == path

@@ -78,6 +78,13 @@ class ReferenceWorker(serve.Worker):
     torch._dynamo (~0.75 s), which a judge never needs otherwise. The test that makes such a
     call fails here and leaves no forecast; graded for real, it runs as ever."""
 
+    registered = None  # the module this thread's load put in sys.modules, loaded or not
+
+    def load(self, msg: dict) -> dict:
+        reply = super().load(msg)
+        self.registered = sys.modules.get(student.MODULE_NAME)
+        return reply
+
     def call(self, msg: dict, frame: Frame) -> dict:
         if any(spec.device == "meta" for spec in frame.specs):
             error = {"type_name": "RuntimeError", "message": META_REFUSED, "line": None}
@@ -87,11 +94,15 @@ class ReferenceWorker(serve.Worker):
 
 def _serve(sock: socket.socket, limits: Limits) -> None:
     """The request loop, then the module and source lines it registered are dropped: the
-    judge's own modules must not see a `submission` module once the thread is done."""
+    judge's own modules must not see a `submission` module once the thread is done. This
+    ends in the background, maybe after the next rehearsal's thread loaded its own module:
+    only the one this thread loaded is dropped."""
+    worker = ReferenceWorker()
     try:
         with contextlib.suppress(OSError):  # the judge shut the socket during a reply
-            serve.serve_requests(sock, limits.wire(), ReferenceWorker())
+            serve.serve_requests(sock, limits.wire(), worker)
     finally:
-        module = sys.modules.pop(student.MODULE_NAME, None)
-        if module is not None:
+        module = worker.registered
+        if module is not None and sys.modules.get(student.MODULE_NAME) is module:
+            sys.modules.pop(student.MODULE_NAME, None)
             linecache.cache.pop(getattr(module, "__file__", None), None)

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from fake_lms import register
 from servers import ServerThread
-from service_fakes import FakeGrader
+from service_fakes import FakeDrawer, FakeGrader
 from test_lti_launch import session_of
 from test_lti_passback import PASSING, wait_for
 
@@ -61,7 +61,7 @@ def test_a_launch_and_its_passback_span_two_api_nodes(api_nodes, browser, lms):
     )
     assert queued.status_code == 202, queued.text  # no grading node has taken it yet
     submission_id = queued.json()["submission_id"]
-    node = GradingNode(store, FakeGrader(), Metrics(), "node-1", 1)
+    node = GradingNode(store, FakeGrader(), Metrics(), "node-1", 1, draw=FakeDrawer())
     node.grader.start()
     job = store.claim(node.name)
     assert job.submission_id == submission_id

@@ -8,22 +8,48 @@ judges: a plot costs about as much CPU as three gradings (0.7-1.1 s for the GSPO
 three, mostly matplotlib's layout and text), so under a class's load the verdicts come first
 and the plots follow, and matplotlib never holds the GIL of the process that serves the API
 (the embedded service's).
+
+`Drawings` is what a node draws and when: each graded result's plots, the reference
+previews, and plots that no node stored (their node stopped or died first), which a
+finished grading names (`plots_key`) so they can be found later.
 """
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from grader.exercise import Exercise, load_module
+from grader.exercise import Exercise, catalog, load_module
 from grader.judge.link import start_linked
+from grader.node.metrics import Metrics
 from grader.plots import PLOTS_NICE, PlotError, draw_pngs, experiment_module
-from grader.report import Artifacts
-from grader.store import PREVIEW_DATA
+from grader.report import Artifacts, Report
+from grader.store import PREVIEW_DATA, Store, ago, artifacts_key, preview_key
+
+log = logging.getLogger(__name__)
+
+# Plots that no node drew (it stopped or died first) are looked for among the gradings
+# finished in the last day: a report is rarely opened again later, and a look stays short.
+REDRAW_WITHIN_S = 24 * 3600.0
+# ... finished at least this long ago, except when a node starts: a result graded a moment
+# ago is most likely still waiting to be drawn on the node that graded it.
+REDRAW_AFTER_S = 120.0
+REDRAW_EVERY_S = 300.0  # a running node looks this often
+REDRAW_BATCH = 100  # sets of plots one look draws at most (about a second of CPU each)
+
+
+def plots_key(exercise_id: str, report: Report) -> str | None:
+    """The key of the plots a graded report's toy needs, or None when it needs none."""
+    exercise = catalog().get(exercise_id)
+    if exercise is None or not exercise.plots or report.artifacts is None:
+        return None
+    return artifacts_key(exercise_id, report.artifacts.data)
 
 
 def reference_preview(exercise: Exercise, draw=draw_pngs) -> dict[str, bytes]:
@@ -122,3 +148,141 @@ class Plotter:
             self._process.kill()  # nothing, once it has ended on its own
             self._process.wait()
             self._process = None
+
+
+def _report_of(report_json: str) -> Report | None:
+    try:
+        return Report.model_validate_json(report_json)
+    except ValueError:  # pydantic's ValidationError: a report stored by another version
+        return None
+
+
+def _experiments() -> list[Path]:
+    """The catalog's experiment.py files, which a node's plotting process imports ahead."""
+    return [e.experiment for e in catalog().values() if e.experiment.is_file()]
+
+
+class Drawings:
+    """What a grading node draws after its verdicts, each set stored once per key, on two
+    threads: one draws graded results' plots, which someone is about to look at; the other,
+    at lower precedence, the reference previews and plots that no node drew.
+
+        drawings = Drawings(store, metrics)     # its Plotter starts (or pass `draw`)
+        drawings.result("gspo", report)         # queued; drawn unless stored already
+        drawings.preview("gspo", version)       # the reference preview of this version
+        drawings.look_for_missing(after_s=0)    # queued: draw_missing, unless one waits
+        drawings.close()                        # a drawing under way ends first
+
+    A key whose drawing failed (PlotError) is not tried again by this node's looks."""
+
+    def __init__(self, store: Store, metrics: Metrics, draw: Callable | None = None):
+        self.store, self.metrics = store, metrics
+        self._plotter = None if draw is not None else Plotter(preload=_experiments())
+        self.draw = draw if draw is not None else self._plotter
+        self._results = ThreadPoolExecutor(1, thread_name_prefix="plots")
+        self._later = ThreadPoolExecutor(1, thread_name_prefix="previews")
+        self._lock = threading.Lock()
+        self._queued: set[str] = set()  # results' keys queued or drawing on `_results`
+        self._failed: set[str] = set()
+        self._looking = False  # a draw_missing is queued or under way
+        self._closed = threading.Event()
+        if self._plotter is not None:  # it imports matplotlib and the toys while judges start
+            self._plotter.start()
+
+    def result(self, exercise_id: str, report: Report) -> None:
+        key = plots_key(exercise_id, report)
+        if key is None:
+            return
+        with self._lock:
+            self._queued.add(key)
+        self._results.submit(self._draw_result, catalog()[exercise_id], report.artifacts, key)
+
+    def preview(self, exercise_id: str, version: str | None) -> None:
+        self._later.submit(self._draw_preview, exercise_id, version)
+
+    def look_for_missing(self, after_s: float = REDRAW_AFTER_S) -> None:
+        with self._lock:
+            if self._looking or self._closed.is_set():
+                return
+            self._looking = True
+        self._later.submit(self._look, after_s)
+
+    def draw_missing(self, after_s: float = REDRAW_AFTER_S) -> int:
+        """Draw the plots of gradings finished in the last REDRAW_WITHIN_S, at least
+        `after_s` ago, that are not stored, newest first; how many sets were drawn. It stops
+        early when a graded result's plots wait (they come first; the next look goes on) or
+        the node closes."""
+        drawn = 0
+        for wanted in self.store.plots_wanted(ago(REDRAW_WITHIN_S), ago(after_s), REDRAW_BATCH):
+            with self._lock:
+                if self._queued or self._closed.is_set():
+                    break
+                if wanted.key in self._failed:
+                    continue
+            exercise = catalog().get(wanted.exercise)
+            report = _report_of(wanted.report_json)
+            if exercise is None or report is None or plots_key(exercise.id, report) != wanted.key:
+                with self._lock:  # an exercise gone or changed, a report this code cannot read
+                    self._failed.add(wanted.key)
+                continue
+            drawn += self._draw(exercise, report.artifacts.data, wanted.key)
+        return drawn
+
+    def close(self) -> None:
+        """Drawings not begun are dropped (a later look draws a result's plots again); one
+        under way ends first, since it writes to the store, which its owner closes next."""
+        self._closed.set()
+        self._results.shutdown(wait=True, cancel_futures=True)
+        self._later.shutdown(wait=True, cancel_futures=True)
+        if self._plotter is not None:
+            self._plotter.close()
+
+    def _draw_result(self, exercise: Exercise, artifacts: Artifacts, key: str) -> None:
+        try:
+            self._draw(exercise, artifacts.data, key)
+        finally:
+            with self._lock:
+                self._queued.discard(key)
+
+    def _draw(self, exercise: Exercise, result: dict, key: str) -> bool:
+        """Draw and store one set of plots unless it is stored; True when this drew it."""
+        try:
+            drawn = not self.store.has_plots(key)
+            if drawn:
+                self.store.save_plots(key, self.draw(exercise, result))
+            self.metrics.observe_plots(drawn)
+            return drawn
+        except PlotError:
+            with self._lock:
+                self._failed.add(key)
+            log.exception("the plots of %s could not be drawn", key)
+        except Exception:
+            if not self._closed.is_set():  # a closed node's store is gone: nothing to say
+                log.exception("the plots of %s could not be stored", key)
+        return False
+
+    def _look(self, after_s: float) -> None:
+        try:
+            drawn = self.draw_missing(after_s)
+            if drawn:
+                log.info("drew %d sets of plots that no node had drawn", drawn)
+        except Exception:
+            if not self._closed.is_set():
+                log.exception("could not look for plots no node drew")
+        finally:
+            with self._lock:
+                self._looking = False
+
+    def _draw_preview(self, exercise_id: str, version: str | None) -> None:
+        """The exercise's reference preview, once per exercise version (neither a grading
+        nor a graded result's plots wait for it; Figures are thread-safe)."""
+        exercise = catalog().get(exercise_id)
+        key = preview_key(exercise_id, version)
+        if self._closed.is_set() or exercise is None or not exercise.experiment.is_file():
+            return
+        try:
+            if not self.store.has_plots(key):
+                self.store.save_plots(key, reference_preview(exercise, self.draw))
+        except Exception:
+            if not self._closed.is_set():
+                log.exception("the reference preview of %s could not be drawn", exercise_id)

@@ -21,15 +21,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from grader.exercise import catalog, exercise_version
-from grader.node.drawing import Plotter, reference_preview
+from grader.node.drawing import REDRAW_EVERY_S, Drawings, plots_key
 from grader.node.lanes import lanes_of
 from grader.node.metrics import Metrics, outcome_label
 from grader.report import Report
-from grader.store import GradingResult, Job, Store, ago, artifacts_key, preview_key
+from grader.store import GradingResult, Job, Store, ago
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +48,15 @@ def ungradable_report(mode: str, exercise_id: str, detail: str) -> Report:
     return failed_report(exercise, mode, None, None, grader_error=error)
 
 
-def verdict_of(report: Report, version: str | None = None) -> GradingResult:
-    """Done with a score, or ungradable (no score) when the grader failed."""
+def verdict_of(
+    report: Report, version: str | None = None, plots: str | None = None
+) -> GradingResult:
+    """Done with a score, or ungradable (no score) when the grader failed; `plots`: the key
+    of the plots its toy needs (drawing.plots_key)."""
     if report.grader_error is not None:
         return GradingResult(report.model_dump_json(), exercise_version=version)
     return GradingResult(
-        report.model_dump_json(), report.score, report.max_score, report.passed, version
+        report.model_dump_json(), report.score, report.max_score, report.passed, version, plots
     )
 
 
@@ -64,11 +65,6 @@ def version_of(exercise_id: str) -> str | None:
     that loaded this version (an edit of the folder restarts them)."""
     exercise = catalog().get(exercise_id)
     return exercise_version(exercise) if exercise is not None else None
-
-
-def _experiments() -> list[Path]:
-    """The catalog's experiment.py files, which a node's plotting process imports ahead."""
-    return [e.experiment for e in catalog().values() if e.experiment.is_file()]
 
 
 def recover_lost(
@@ -101,7 +97,7 @@ def recover_lost(
 class GradingNode:
     """`on_finished(grading_id)` is called after a report is written (the embedded service
     wakes the request waiting for it); `draw` draws a toy result's plots as PNG bytes (by
-    default a Plotter of the node's own, closed with it)."""
+    default a Plotter of the node's own; `drawings` uses it and is closed with the node)."""
 
     def __init__(
         self,
@@ -125,8 +121,7 @@ class GradingNode:
         self.lanes = lanes_of(concurrency, live_judges, 0)
         self.heartbeat_s, self.stalled_s = heartbeat_s, stalled_s
         self.on_finished = on_finished
-        self._plotter = None if draw is not None else Plotter(preload=_experiments())
-        self.draw = draw if draw is not None else self._plotter  # closed with the node
+        self.drawings = Drawings(store, metrics, draw)  # closed with the node
         self.in_flight = 0
         self.regrade_lull_s = regrade_lull_s
         self._live = 0  # live gradings in flight; with _live_at, under _claims
@@ -137,10 +132,6 @@ class GradingNode:
         self._running: set[str] = set()  # grading ids claimed by this node's threads
         self._claims = threading.Lock()  # a claim and its entry in _running, as one step
         self._threads: list[threading.Thread] = []
-        self._plots = ThreadPoolExecutor(1, thread_name_prefix="plots")  # matplotlib: one
-        self._previews = ThreadPoolExecutor(1, thread_name_prefix="previews")  # never before plots
-        if self._plotter is not None:  # it imports matplotlib and the toys while judges start
-            self._plotter.start()
 
     def start(self) -> None:
         self.store.beat(self.name)
@@ -153,7 +144,8 @@ class GradingNode:
             thread.start()
             self._threads.append(thread)
         for exercise_id in catalog():
-            self._previews.submit(self._draw_preview, exercise_id, version_of(exercise_id))
+            self.drawings.preview(exercise_id, version_of(exercise_id))
+        self.drawings.look_for_missing(after_s=0)  # what this node left undrawn when it stopped
 
     def wake(self) -> None:
         """A grading was queued: a waiting claim loop looks at once."""
@@ -167,15 +159,14 @@ class GradingNode:
             self._wake.notify_all()
         for thread in self._threads:
             thread.join(timeout=60)
-        # Drawings not begun are dropped; one under way ends before close returns, since it
-        # writes to the store, which its owner closes next.
-        self._plots.shutdown(wait=True, cancel_futures=True)
-        self._previews.shutdown(wait=True, cancel_futures=True)
-        if self._plotter is not None:
-            self._plotter.close()
+        self.drawings.close()
 
     def _heartbeat(self) -> None:
+        looked = time.monotonic()
         while not self._stop.wait(self.heartbeat_s):
+            if time.monotonic() - looked >= REDRAW_EVERY_S:
+                looked = time.monotonic()
+                self.drawings.look_for_missing()  # plots a node stopped or died before drawing
             try:
                 self.store.beat(self.name)
                 with self._claims:
@@ -240,12 +231,12 @@ class GradingNode:
                 self.metrics.observe_retry()
                 self.wake()
             return
-        verdict = verdict_of(report, version)
+        verdict = verdict_of(report, version, plots_key(job.exercise, report))
         if self.store.finish(job.grading_id, verdict):
             self.metrics.observe_grading(job.kind, outcome_label(report), seconds)
             self.on_finished(job.grading_id)
-            self._plots.submit(self._draw_plots, job.exercise, report)
-            self._previews.submit(self._draw_preview, job.exercise, version)  # an edited exercise
+            self.drawings.result(job.exercise, report)
+            self.drawings.preview(job.exercise, version)  # an edited exercise: a new preview
 
     def _grade(self, job: Job, grader) -> Report:
         name = job.submission_id if job.kind == "submit" else None
@@ -254,33 +245,3 @@ class GradingNode:
         except Exception as error:  # the grader promises never to raise; if it does, it is ours
             log.exception("the grader raised on %s", job.grading_id)
             return ungradable_report(job.kind, job.exercise, f"{type(error).__name__}: {error}")
-
-    def _draw_preview(self, exercise_id: str, version: str | None) -> None:
-        """The exercise's reference preview, once per exercise version, on a thread of its
-        own (neither a grading nor a graded plot waits for it; Figures are thread-safe)."""
-        exercise = catalog().get(exercise_id)
-        key = preview_key(exercise_id, version)
-        if self._stop.is_set() or exercise is None or not exercise.experiment.is_file():
-            return
-        try:
-            if not self.store.has_plots(key):
-                self.store.save_plots(key, reference_preview(exercise, self.draw))
-        except Exception:
-            if not self._stop.is_set():  # a closed node's store is gone: nothing to say
-                log.exception("the reference preview of %s could not be drawn", exercise_id)
-
-    def _draw_plots(self, exercise_id: str, report: Report) -> None:
-        """Draw the toy's plots after the verdict (it never waits for matplotlib) and store
-        them once per distinct result."""
-        exercise = catalog().get(exercise_id)
-        result = None if report.artifacts is None else report.artifacts.data
-        if exercise is None or result is None or not exercise.plots:
-            return
-        key = artifacts_key(exercise.id, result)
-        try:
-            drawn = not self.store.has_plots(key)
-            if drawn:
-                self.store.save_plots(key, self.draw(exercise, result))
-            self.metrics.observe_plots(drawn)
-        except Exception:
-            log.exception("the plots of %s could not be drawn", key)

@@ -35,6 +35,7 @@ from grader.store.records import (
     GradingResult,
     NameTaken,
     OwnerBusy,
+    PlotsWanted,
     QueueFull,
     Submission,
     SubmissionSummary,

@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable
 from dataclasses import asdict
 
-from sqlalchemy import Connection, and_, func, insert, select, text
+from sqlalchemy import Connection, and_, exists, func, insert, select, text
 from sqlalchemy.exc import IntegrityError
 
 from grader.store.courses import Courses
@@ -28,6 +28,7 @@ from grader.store.records import (
     GradingRecord,
     NameTaken,
     OwnerBusy,
+    PlotsWanted,
     QueueFull,
     Submission,
     SubmissionSummary,
@@ -235,6 +236,23 @@ class Store(Courses, Jobs):
         with self.engine.connect() as c:
             found = select(func.count()).where(plots.c.artifacts_key == key)
             return (c.scalar(found) or 0) > 0
+
+    def plots_wanted(self, since: str, before: str, limit: int = 100) -> list[PlotsWanted]:
+        """Gradings finished between `since` and `before` (ISO times) whose plots are not
+        stored, newest first, one per plots key."""
+        drawn = exists().where(plots.c.artifacts_key == gradings.c.plots_key)
+        found = (
+            select(submissions.c.exercise, gradings.c.plots_key, gradings.c.report_json)
+            .select_from(gradings.join(submissions))
+            .where(gradings.c.plots_key.is_not(None), ~drawn)
+            .where(gradings.c.finished_at >= since, gradings.c.finished_at < before)
+            .order_by(gradings.c.finished_at.desc())
+            .limit(limit)
+        )
+        with self.engine.connect() as c:
+            rows = c.execute(found).all()
+        wanted = {key: PlotsWanted(exercise, key, report) for exercise, key, report in rows}
+        return list(wanted.values())
 
     # ---- upkeep --------------------------------------------------------------------------
     def prune_runs(self, before: str) -> int:

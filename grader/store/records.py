@@ -65,6 +65,7 @@ class GradingRecord:
     queued_at: str
     started_at: str | None
     finished_at: str | None
+    plots_key: str | None  # the artifacts_key of its toy's plots; None: none to draw
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,16 @@ class GradingResult:
     max_score: float | None = None
     passed: bool | None = None
     exercise_version: str | None = None
+    plots_key: str | None = None  # its toy's plots, to be drawn (artifacts_key); None: none
+
+
+@dataclass(frozen=True)
+class PlotsWanted:
+    """A finished grading's plots that are not stored: its exercise, their key, its report."""
+
+    exercise: str
+    key: str
+    report_json: str
 
 
 @dataclass(frozen=True)

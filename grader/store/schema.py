@@ -85,6 +85,8 @@ gradings = Table(
     Column("queued_at", Text, nullable=False),
     Column("started_at", Text, nullable=True),
     Column("finished_at", Text, nullable=True),
+    # the artifacts_key of its toy's plots; None when the report has none to draw
+    Column("plots_key", String(64), nullable=True),
 )
 Index("gradings_by_status", gradings.c.status, gradings.c.priority, gradings.c.queued_at)
 Index("gradings_by_submission", *(gradings.c[n] for n in CLASS_GRADING_COLUMNS))
@@ -94,6 +96,13 @@ Index(
     unique=True,
     sqlite_where=text("current"),
     postgresql_where=text("current"),
+)
+# the finished gradings whose plots may be missing (GradingNode.draw_missing), newest first
+Index(
+    "gradings_wanting_plots",
+    gradings.c.finished_at,
+    sqlite_where=text("plots_key IS NOT NULL"),
+    postgresql_where=text("plots_key IS NOT NULL"),
 )
 
 # Each finished grading's tests, passed or not (skipped tests are left out), written with its

@@ -21,6 +21,7 @@ from grader.store import (
     QueueFull,
     Submission,
     TooManyNames,
+    now,
     open_store,
 )
 
@@ -305,6 +306,26 @@ def test_runs_and_plots_round_trip(store):
     store.save_plots("k1", {"curves": b"\x89PNG again"})  # drawn twice: the first set stays
     assert store.has_plots("k1") and store.plot_png("k1", "curves") == b"\x89PNG one"
     assert store.plot_png("k1", "missing") is None
+
+
+def test_plots_wanted_are_finished_gradings_whose_plots_no_node_stored(store):
+    start = now()
+    for n, key in enumerate(["k1", "k2", None, "k2"], start=1):
+        admit(store, n)
+        job = store.claim("node-a")
+        report = json.dumps({"n": n})
+        assert store.finish(job.grading_id, GradingResult(report, 1.0, 2.0, False, "v1", key))
+    admit(store, 5)
+    store.claim("node-a")  # grading, not finished: nothing to draw yet
+    wanted = store.plots_wanted(start, now())
+    assert [(w.exercise, w.key) for w in wanted] == [("gspo", "k2"), ("gspo", "k1")]  # newest
+    assert json.loads(wanted[0].report_json)["n"] in (2, 4)
+    assert store.by_grading(gid(1)).grading.plots_key == "k1"
+    store.save_plots("k2", {"curves": b"\x89PNG"})
+    assert [w.key for w in store.plots_wanted(start, now())] == ["k1"]
+    assert store.plots_wanted(now(), now()) == []  # finished before the window
+    assert store.plots_wanted(start, start) == []  # finished after it
+    assert [w.key for w in store.plots_wanted(start, now(), limit=1)] == ["k1"]
 
 
 def test_only_one_of_many_racing_claims_on_a_name_wins(database_url):

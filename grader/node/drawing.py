@@ -79,6 +79,7 @@ class Plotter:
         plotter = Plotter(preload=[exercise.experiment])
         plotter.start()                    # optional: the process starts and imports now
         pngs = plotter(exercise, result)   # PlotError when they cannot be drawn
+        plotter.interrupt()                # optional: kill it now, mid-drawing too
         plotter.close()
 
     `preload`: experiment.py files the process imports as it starts, with matplotlib, before
@@ -96,9 +97,12 @@ class Plotter:
         self._lock = threading.Lock()  # a drawing, or the process's start and end
         self._process: subprocess.Popen | None = None
         self._link: Connection | None = None
+        self._interrupted = False
 
     def __call__(self, exercise: Exercise, result: dict) -> dict[str, bytes]:
         with self._lock:
+            if self._interrupted:
+                raise PlotError("the plotter was stopped")
             self._start_unless_running()
             try:
                 self._link.send((exercise, result))
@@ -117,7 +121,16 @@ class Plotter:
         """Start the plotting process now, unless it runs already (it imports what it
         preloads while the caller goes on)."""
         with self._lock:
-            self._start_unless_running()
+            if not self._interrupted:
+                self._start_unless_running()
+
+    def interrupt(self) -> None:
+        """Kill the process now, even mid-drawing (that drawing raises PlotError), and start
+        none again: for a node that is stopping, whose unstored plots a later look draws."""
+        self._interrupted = True
+        process = self._process  # not under the lock, which a drawing holds
+        if process is not None:
+            process.kill()  # nothing, once it has been reaped
 
     def close(self) -> None:
         """Kill the process once a drawing under way has ended: between drawings it holds
@@ -229,9 +242,15 @@ class Drawings:
         return drawn
 
     def close(self) -> None:
-        """Drawings not begun are dropped (a later look draws a result's plots again); one
-        under way ends first, since it writes to the store, which its owner closes next."""
+        """Drawings not begun are dropped and the node's own plotting process is killed at
+        once (a later look draws a result's plots again, the next start a preview); close
+        returns once the threads are done, since they write to the store, which its owner
+        closes next."""
         self._closed.set()
+        for thread in (self._results, self._later):
+            thread.shutdown(wait=False, cancel_futures=True)
+        if self._plotter is not None:
+            self._plotter.interrupt()
         self._results.shutdown(wait=True, cancel_futures=True)
         self._later.shutdown(wait=True, cancel_futures=True)
         if self._plotter is not None:
@@ -253,6 +272,8 @@ class Drawings:
             self.metrics.observe_plots(drawn)
             return drawn
         except PlotError:
+            if self._closed.is_set():  # its plotting process was stopped with the node
+                return False
             with self._lock:
                 self._failed.add(key)
             log.exception("the plots of %s could not be drawn", key)

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -108,6 +109,7 @@ def test_a_drawing_past_its_limit_is_killed_and_the_next_one_is_drawn(gspo, toy,
 
 NODE = """
 import sys
+import threading
 from grader.exercise import catalog
 from grader.node import Plotter, reference_preview
 plotter = Plotter()
@@ -186,3 +188,46 @@ def test_closing_a_plotter_still_importing_its_preloads_ends_it_at_once(tmp_path
     plotter.close()
     assert time.monotonic() - started < 5.0  # not the minute it imports for
     assert not alive(pid)
+
+
+SLOW = """
+import time
+
+def run_toy(impl):
+    return {}
+
+def render_plots(result, out_dir):
+    time.sleep(60)
+"""
+
+
+def test_an_interrupted_plotter_ends_its_drawing_at_once_and_draws_no_more(gspo, toy, tmp_path):
+    """A stopping node does not wait for a drawing under way: its plots are drawn later."""
+    (tmp_path / "experiment.py").write_text(SLOW)
+    slow = dataclasses.replace(gspo, root=tmp_path, id="slow")
+    plotter = Plotter()
+    failed = []
+
+    def draw():
+        try:
+            plotter(slow, toy)
+        except PlotError as error:
+            failed.append(error)
+
+    drawing = threading.Thread(target=draw)
+    try:
+        pid = started_child(plotter)
+        drawing.start()
+        time.sleep(1.0)  # the drawing has begun: it sleeps for a minute
+        started = time.monotonic()
+        plotter.interrupt()
+        drawing.join(30)
+        assert time.monotonic() - started < 5.0 and len(failed) == 1
+        assert not alive(pid)
+        with pytest.raises(PlotError, match="stopped"):
+            plotter(gspo, toy)
+        before = set(plotting(os.getpid()))
+        plotter.start()
+        assert set(plotting(os.getpid())) == before  # no process started again
+    finally:
+        plotter.close()

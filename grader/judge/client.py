@@ -44,6 +44,7 @@ class JudgeClient:
         nice: int = 0,
     ) -> None:
         self.gradings = 0
+        self.ready = False  # it said it is warm: from then on it reads requests
         self.grading_wall_seconds = (limits or Limits()).grading_wall_seconds
         argv = [sys.executable, "-m", "grader.judge_process"]
         argv += ["--limits", limits.to_json()] if limits is not None else []
@@ -78,6 +79,7 @@ class JudgeClient:
             self.kill()
             raise JudgeFailed(f"the judge process sent {message!r} instead of ready")
         self.grading_wall_seconds = float(message["grading_wall_seconds"])
+        self.ready = True
 
     def grade(self, request: GradingRequest) -> tuple[Report, GradingStats]:
         """The judge's Report for `request` and its stats, or JudgeTimeout / JudgeFailed."""
@@ -102,11 +104,13 @@ class JudgeClient:
         return self.process.poll() is None
 
     def close(self) -> None:
-        """Ask the judge to exit; kill it if it does not."""
-        with contextlib.suppress(LinkClosed):
-            send(self._link, {"op": "exit"})
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(WAITS.judge_exit_s)
+        """Ask the judge to exit; kill it if it does not. One still warming up is killed at
+        once: it holds nothing yet, and would read the request only once warm."""
+        if self.ready:
+            with contextlib.suppress(LinkClosed):
+                send(self._link, {"op": "exit"})
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(WAITS.judge_exit_s)
         self.kill()
 
     def kill(self) -> None:

@@ -232,9 +232,14 @@ class Grader:
         generation = self._generation  # before the judge reads any exercise file
         try:
             judge = JudgeClient(self.limits, **self._judge_options)
-            with self._lock:
-                self._judges.add(judge)
-                self._born[judge] = generation
+            with self._lock:  # close() sees this judge, or this sees that it was closed
+                closed = self._closed
+                if not closed:
+                    self._judges.add(judge)
+                    self._born[judge] = generation
+            if closed:
+                judge.kill()
+                return
             judge.wait_ready()
         except (JudgeFailed, OSError) as error:
             failure = error if isinstance(error, JudgeFailed) else JudgeFailed(str(error))

@@ -184,7 +184,7 @@ class Drawings:
         drawings.result("gspo", report)         # queued; drawn unless stored already
         drawings.preview("gspo", version)       # the reference preview of this version
         drawings.look_for_missing(after_s=0)    # queued: draw_missing, unless one waits
-        drawings.close()                        # a drawing under way ends first
+        drawings.close()                        # its own Plotter killed, threads ended
 
     A key whose drawing failed (PlotError) is not tried again by this node's looks."""
 

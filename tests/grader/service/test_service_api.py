@@ -361,7 +361,7 @@ def test_identical_toy_results_are_drawn_once(make_client):
     # the node also draws each exercise's reference preview with the same drawer (the real
     # toy's result, whose ratios are the fake's too, once rounded as a report keeps them):
     # count the drawings of these Runs' toy results (the FakeGrader's: ratios and loss) only
-    drawn = client.app.state.service.node.draw.results
+    drawn = client.app.state.service.node.drawings.draw.results
     ours = [result for result in drawn if result == fake_report(REFERENCE, "run").artifacts.data]
     assert len(ours) == 1, f"the Runs' identical toy results were drawn {len(ours)} times"
 
@@ -376,7 +376,7 @@ def test_plots_live_in_the_database_and_survive_a_restart(make_client):
     client.__exit__(None, None, None)
     again, _ = make_client()  # same data dir: a new process would find the same rows
     assert again.get(url).content == png
-    assert again.app.state.service.node.draw.results == []  # previews and plots alike
+    assert again.app.state.service.node.drawings.draw.results == []  # previews and plots alike
 
 
 def test_exercises_are_listed_and_described_by_id(make_client):

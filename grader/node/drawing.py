@@ -181,7 +181,7 @@ class Drawings:
     at lower precedence, the reference previews and plots that no node drew.
 
         drawings = Drawings(store, metrics)     # its Plotter starts (or pass `draw`)
-        drawings.result("gspo", report)         # queued; drawn unless stored already
+        drawings.result("gspo", report, key)    # queued; drawn unless stored already
         drawings.preview("gspo", version)       # the reference preview of this version
         drawings.look_for_missing(after_s=0)    # queued: draw_missing, unless one waits
         drawings.close()                        # its own Plotter killed, threads ended
@@ -202,8 +202,9 @@ class Drawings:
         if self._plotter is not None:  # it imports matplotlib and the toys while judges start
             self._plotter.start()
 
-    def result(self, exercise_id: str, report: Report) -> None:
-        key = plots_key(exercise_id, report)
+    def result(self, exercise_id: str, report: Report, key: str | None) -> None:
+        """Draw a graded report's plots, stored under `key` (its verdict's plots_key; None:
+        there are none to draw)."""
         if key is None:
             return
         with self._lock:
@@ -247,12 +248,13 @@ class Drawings:
         returns once the threads are done, since they write to the store, which its owner
         closes next."""
         self._closed.set()
-        for thread in (self._results, self._later):
-            thread.shutdown(wait=False, cancel_futures=True)
+        executors = (self._results, self._later)
+        for executor in executors:
+            executor.shutdown(wait=False, cancel_futures=True)
         if self._plotter is not None:
             self._plotter.interrupt()
-        self._results.shutdown(wait=True, cancel_futures=True)
-        self._later.shutdown(wait=True, cancel_futures=True)
+        for executor in executors:
+            executor.shutdown()  # the drawing under way, if any, has ended
         if self._plotter is not None:
             self._plotter.close()
 

@@ -235,7 +235,7 @@ class GradingNode:
         if self.store.finish(job.grading_id, verdict):
             self.metrics.observe_grading(job.kind, outcome_label(report), seconds)
             self.on_finished(job.grading_id)
-            self.drawings.result(job.exercise, report)
+            self.drawings.result(job.exercise, report, verdict.plots_key)
             self.drawings.preview(job.exercise, version)  # an edited exercise: a new preview
 
     def _grade(self, job: Job, grader) -> Report:

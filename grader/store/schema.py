@@ -97,7 +97,7 @@ Index(
     sqlite_where=text("current"),
     postgresql_where=text("current"),
 )
-# the finished gradings whose plots may be missing (GradingNode.draw_missing), newest first
+# the finished gradings whose plots may be missing, newest first (Drawings.draw_missing)
 Index(
     "gradings_wanting_plots",
     gradings.c.finished_at,

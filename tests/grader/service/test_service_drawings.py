@@ -5,7 +5,9 @@ tried again by the same node."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 
 import pytest
 from service_fakes import FakeDrawer, FakeGrader
@@ -36,7 +38,7 @@ def submit(store, n: int) -> str:
 
 
 class StuckDrawer(FakeDrawer):
-    """Never finishes a drawing until released: a node that dies while drawing."""
+    """Never finishes a drawing until released (or closed): a node that dies while drawing."""
 
     def __init__(self):
         super().__init__()
@@ -46,6 +48,9 @@ class StuckDrawer(FakeDrawer):
         self.release.wait(30)
         return super().__call__(exercise, result)
 
+    def close(self) -> None:
+        self.release.set()
+
 
 class FailingDrawer(FakeDrawer):
     def __call__(self, exercise, result: dict) -> dict[str, bytes]:
@@ -53,75 +58,62 @@ class FailingDrawer(FakeDrawer):
         raise PlotError("render_plots raised ValueError: no")
 
 
+@contextlib.contextmanager
+def node_with(store, draw, name: str = "node-new") -> Iterator[GradingNode]:
+    """A grading node drawing with `draw`, its grader started; closed on exit."""
+    node = GradingNode(store, FakeGrader(), Metrics(), name, 1, draw=draw)
+    node.grader.start()
+    try:
+        yield node
+    finally:
+        node.close()
+
+
 @pytest.fixture
 def undrawn(store):
     """The plots key of a grading finished by a node that never stored its plots."""
     drawer = StuckDrawer()
-    node = GradingNode(store, FakeGrader(), Metrics(), "node-gone", 1, draw=drawer)
-    node.grader.start()
-    grading_id = submit(store, 1)
-    node.run(store.claim(node.name))
-    key = store.by_grading(grading_id).grading.plots_key
-    yield key
-    drawer.release.set()
-    node.close()
-
-
-def node_with(store, draw, name: str = "node-new") -> GradingNode:
-    node = GradingNode(store, FakeGrader(), Metrics(), name, 1, draw=draw)
-    node.grader.start()
-    return node
+    with node_with(store, drawer, "node-gone") as node, contextlib.closing(drawer):
+        grading_id = submit(store, 1)
+        node.run(store.claim(node.name))
+        yield store.by_grading(grading_id).grading.plots_key
 
 
 def test_a_starting_node_draws_the_plots_another_node_never_drew(store, undrawn):
     key = undrawn
     assert key is not None and not store.has_plots(key)
     drawer = FakeDrawer()
-    node = node_with(store, drawer)
-    try:
+    with node_with(store, drawer) as node:
         node.start()
         wait_until(lambda: store.has_plots(key))
-    finally:
-        node.close()
     assert {"ratios": [1.0, 1.5, 0.5], "loss": -0.11} in drawer.results  # beside the previews
     assert store.plot_png(key, "curves") is not None
 
 
 def test_a_running_node_looks_only_at_results_finished_a_while_ago(store, undrawn):
     key = undrawn
-    drawer = FakeDrawer()
-    node = node_with(store, drawer)
-    try:
+    with node_with(store, FakeDrawer()) as node:
         assert node.drawings.draw_missing(after_s=3600) == 0  # it may still be drawn
         assert not store.has_plots(key)
         assert node.drawings.draw_missing(after_s=0) == 1
         assert store.has_plots(key) and node.drawings.draw_missing(after_s=0) == 0
-    finally:
-        node.close()
 
 
 def test_plots_that_failed_to_draw_are_not_tried_again_by_the_same_node(store, undrawn):
     key = undrawn
     drawer = FailingDrawer()
-    node = node_with(store, drawer)
-    try:
+    with node_with(store, drawer) as node:
         assert node.drawings.draw_missing(after_s=0) == 0
         assert node.drawings.draw_missing(after_s=0) == 0
         assert len(drawer.results) == 1 and not store.has_plots(key)
-    finally:
-        node.close()
-    other = node_with(store, FakeDrawer(), name="node-other")  # another node tries once more
-    try:
+    with node_with(store, FakeDrawer(), name="node-other") as other:  # it tries once more
         assert other.drawings.draw_missing(after_s=0) == 1
-    finally:
-        other.close()
 
 
 def test_a_graded_result_is_drawn_before_a_look_goes_on(store, undrawn):
     key = undrawn
     drawer = StuckDrawer()
-    node = node_with(store, drawer)
-    try:
+    with node_with(store, drawer) as node, contextlib.closing(drawer):
         fresh = submit(store, 2)
         node.run(store.claim(node.name))  # its plots wait for the drawer
         assert node.drawings.draw_missing(after_s=0) == 0  # so the look stops at once
@@ -130,6 +122,3 @@ def test_a_graded_result_is_drawn_before_a_look_goes_on(store, undrawn):
         wait_until(lambda: store.has_plots(store.by_grading(fresh).grading.plots_key))
         wait_until(lambda: node.drawings.draw_missing(after_s=0) == 1)
         assert store.has_plots(key)
-    finally:
-        drawer.release.set()
-        node.close()

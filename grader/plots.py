@@ -2,10 +2,11 @@
 
 Each exercise draws its own plots with its own `experiment.render_plots(result, out_dir)`;
 their names come from its manifest (`exercise.plots`). `draw_pngs` draws them in this
-process; `serve_plots` is the loop of a node's plotting process (grader/node/drawing.py
-starts it). This module imports none of the node's layers (its database, its judges): a
-plotting process loads matplotlib and the exercises' experiment.py files (torch with them),
-and nothing else.
+process, `toy_preview` runs the toy through the exercise's reference and draws that;
+`serve_plots` is the loop of a node's plotting process (grader/node/drawing.py starts it),
+which does either. This module imports none of the node's layers (its database, its
+judges): a plotting process loads matplotlib, the exercises' experiment.py files (torch with
+them) and, for a preview, the report's model and the reference, and nothing else.
 """
 
 from __future__ import annotations
@@ -59,6 +60,31 @@ def draw_pngs(exercise: Exercise, result: dict) -> dict[str, bytes]:
         return {n: (out_dir / f"{n}.png").read_bytes() for n in names}
 
 
+def toy_preview(exercise: Exercise, draw=draw_pngs) -> tuple[dict[str, bytes], str]:
+    """The toy run through the exercise's reference solution, by the same experiment and
+    artifact path a grading takes: its plots as PNG bytes by name (drawn by `draw`), and its
+    Artifacts as JSON."""
+    from grader.report.model import Artifacts  # pydantic: a preview's only, not a drawing's
+
+    reference = load_module(exercise.reference, f"{exercise.id}_preview_reference")
+    toy = experiment_module(exercise.experiment).run_toy(reference)
+    artifacts = Artifacts.of_toy(exercise, toy)
+    return draw(exercise, artifacts.data), artifacts.model_dump_json()
+
+
+def _answer(request: tuple) -> tuple[bool, object]:
+    """(True, what `request` asked for) or (False, why not). ("draw", exercise, result):
+    draw_pngs; ("preview", exercise): toy_preview."""
+    try:
+        if request[0] == "preview":
+            return True, toy_preview(request[1])
+        return True, draw_pngs(request[1], request[2])
+    except PlotError as exc:
+        return False, str(exc)
+    except Exception as exc:  # never the student's: the plots' own code or this machine
+        return False, f"the plots could not be drawn: {type(exc).__name__}: {exc}"
+
+
 def _preload(experiments: list[Path]) -> None:
     """Import matplotlib's drawing modules and the experiments now, not at the first
     drawing; one that fails to import is left to that drawing, which says why."""
@@ -71,9 +97,10 @@ def _preload(experiments: list[Path]) -> None:
 
 
 def serve_plots(argv: list[str]) -> int:
-    """The plotting process: draw each (exercise, result) its node sends, one at a time, and
-    send back (True, PNG bytes by name) or (False, why not), until the node closes the link.
-    The node is trusted and so is what it sends (a report's artifacts it parsed itself)."""
+    """The plotting process: answer each request its node sends (`_answer`: plots to draw,
+    or a reference preview), one at a time, with (True, the answer) or (False, why not),
+    until the node closes the link. The node is trusted and so is what it sends (a report's
+    artifacts it parsed itself)."""
     from grader.sandbox.worker.confine import session_follows_niceness
 
     parser = argparse.ArgumentParser(prog="gspo-plotter", description="a node's plotting process")
@@ -88,14 +115,8 @@ def serve_plots(argv: list[str]) -> int:
     _preload(args.preload)
     while True:
         try:
-            exercise, result = link.recv()
+            request = link.recv()
         except (EOFError, OSError):  # the node closed the link, or is gone
             return 0
-        try:
-            answer = (True, draw_pngs(exercise, result))
-        except PlotError as exc:
-            answer = (False, str(exc))
-        except Exception as exc:  # never the student's: the plots' own code or this machine
-            answer = (False, f"the plots could not be drawn: {type(exc).__name__}: {exc}")
         with contextlib.suppress(OSError):
-            link.send(answer)
+            link.send(_answer(request))

@@ -25,10 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from grader.exercise import Exercise, catalog, load_module
+from grader.exercise import Exercise, catalog
 from grader.judge.link import start_linked
 from grader.node.metrics import Metrics
-from grader.plots import PLOTS_NICE, PlotError, draw_pngs, experiment_module
+from grader.plots import PLOTS_NICE, PlotError, draw_pngs, toy_preview
 from grader.report import Artifacts, Report
 from grader.store import PREVIEW_DATA, Store, ago, artifacts_key, preview_key
 
@@ -53,13 +53,14 @@ def plots_key(exercise_id: str, report: Report) -> str | None:
 
 
 def reference_preview(exercise: Exercise, draw=draw_pngs) -> dict[str, bytes]:
-    """The reference preview: the toy run through the reference solution, by the same
-    experiment and artifact path a grading takes; its plots as PNG bytes by name, and its
-    Artifacts as JSON under PREVIEW_DATA."""
-    reference = load_module(exercise.reference, f"{exercise.id}_preview_reference")
-    toy = experiment_module(exercise.experiment).run_toy(reference)
-    artifacts = Artifacts.of_toy(exercise, toy)
-    return draw(exercise, artifacts.data) | {PREVIEW_DATA: artifacts.model_dump_json().encode()}
+    """The reference preview as it is stored: `toy_preview`'s plots (drawn by `draw`), and
+    its Artifacts as JSON under PREVIEW_DATA. `draw` may be a Plotter: then the toy's run
+    is the plotting process's too."""
+    if isinstance(draw, Plotter):
+        pngs, data = draw.preview(exercise)
+    else:
+        pngs, data = toy_preview(exercise, draw)
+    return pngs | {PREVIEW_DATA: data.encode()}
 
 
 # The longest a drawing may take before its process is killed: the GSPO toy's three plots
@@ -79,6 +80,7 @@ class Plotter:
         plotter = Plotter(preload=[exercise.experiment])
         plotter.start()                    # optional: the process starts and imports now
         pngs = plotter(exercise, result)   # PlotError when they cannot be drawn
+        pngs, data = plotter.preview(exercise)  # the reference's toy, run and drawn there
         plotter.interrupt()                # optional: kill it now, mid-drawing too
         plotter.close()
 
@@ -100,12 +102,20 @@ class Plotter:
         self._interrupted = False
 
     def __call__(self, exercise: Exercise, result: dict) -> dict[str, bytes]:
+        return self._ask(("draw", exercise, result))
+
+    def preview(self, exercise: Exercise) -> tuple[dict[str, bytes], str]:
+        """`toy_preview` in the plotting process: the toy's run through the reference
+        (a second or two of torch) costs the node's own process nothing."""
+        return self._ask(("preview", exercise))
+
+    def _ask(self, request: tuple):
         with self._lock:
             if self._interrupted:
                 raise PlotError("the plotter was stopped")
             self._start_unless_running()
             try:
-                self._link.send((exercise, result))
+                self._link.send(request)
                 if not self._link.poll(self.limit_s):
                     self._end()
                     raise PlotError(f"the plots took more than {self.limit_s:g} s to draw")

@@ -82,6 +82,38 @@ def test_a_failed_drawing_is_a_plot_error_and_a_dead_plotting_process_is_started
         plotter.close()
 
 
+PREVIEWS = """
+import json, sys, time
+from grader.exercise import catalog
+from grader.node import Plotter, reference_preview
+from grader.plots import draw_pngs
+gspo = catalog()["gspo"]
+plotter = Plotter()
+plotter(gspo, json.loads(sys.stdin.read()))  # the plotting process started and warmed up
+began = time.thread_time()
+there = reference_preview(gspo, plotter)
+plotter_s = time.thread_time() - began
+plotter.close()
+began = time.thread_time()
+here = reference_preview(gspo, draw_pngs)
+print(json.dumps([plotter_s, time.thread_time() - began, there == here]))
+"""
+
+
+def test_the_plotter_runs_a_reference_preview_in_its_own_process(toy):
+    """The toy's run through the reference (its first run in a process costs seconds of
+    torch) costs the node's process nothing: a fresh node's CPU while its Plotter makes the
+    preview stays far below what the same preview costs it made in process afterwards, and
+    the two previews are alike byte for byte."""
+    done = subprocess.run(
+        [sys.executable, "-c", PREVIEWS], input=json.dumps(toy), capture_output=True,
+        text=True, timeout=300, check=True,
+    )  # fmt: skip
+    plotter_s, in_process_s, same = json.loads(done.stdout.splitlines()[-1])
+    assert same
+    assert plotter_s < in_process_s / 4, (plotter_s, in_process_s)
+
+
 LOOPING = """
 def run_toy(impl):
     return {}

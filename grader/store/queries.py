@@ -256,7 +256,9 @@ class Store(Courses, Jobs):
 
     # ---- upkeep --------------------------------------------------------------------------
     def prune_runs(self, before: str) -> int:
-        """Delete Runs accepted before `before` (ISO time) whose gradings are finished."""
+        """Delete Runs accepted before `before` (ISO time) whose gradings are finished, and
+        the plots that only their gradings named (`plots_key`; a set another grading names,
+        or a reference preview, stays). How many Runs were deleted."""
         busy = select(gradings.c.submission_id).where(gradings.c.status.in_(IN_FLIGHT))
         old = and_(
             submissions.c.kind == "run",
@@ -265,7 +267,12 @@ class Store(Courses, Jobs):
         )
         with self.write() as c:
             ids = select(submissions.c.submission_id).where(old).scalar_subquery()
-            mine = select(gradings.c.grading_id).where(gradings.c.submission_id.in_(ids))
+            doomed = gradings.c.submission_id.in_(ids)
+            theirs = select(gradings.c.plots_key).where(doomed, gradings.c.plots_key.is_not(None))
+            kept = exists().where(gradings.c.plots_key == plots.c.artifacts_key, ~doomed)
+            only_theirs = and_(plots.c.artifacts_key.in_(theirs), ~kept)  # gradings_by_plots_key
+            c.execute(plots.delete().where(only_theirs))  # while their gradings still name them
+            mine = select(gradings.c.grading_id).where(doomed)
             c.execute(test_verdicts.delete().where(test_verdicts.c.grading_id.in_(mine)))
             c.execute(gradings.delete().where(gradings.c.submission_id.in_(ids)))
             return c.execute(submissions.delete().where(old)).rowcount

@@ -105,6 +105,14 @@ Index(
     postgresql_where=text("plots_key IS NOT NULL"),
 )
 
+# the gradings that name a set of plots (Store.prune_runs keeps a set some grading names)
+Index(
+    "gradings_by_plots_key",
+    gradings.c.plots_key,
+    sqlite_where=text("plots_key IS NOT NULL"),
+    postgresql_where=text("plots_key IS NOT NULL"),
+)
+
 # Each finished grading's tests, passed or not (skipped tests are left out), written with its
 # report: what the instructor's statistics count.
 test_verdicts = Table(

@@ -308,6 +308,26 @@ def test_runs_and_plots_round_trip(store):
     assert store.plot_png("k1", "missing") is None
 
 
+def test_pruning_runs_drops_the_plots_only_they_named(store):
+    """A pruned Run's plots go with it, unless a grading that stays names them too (a Submit
+    with the same toy result, a Run not pruned) or they are a reference preview."""
+    named = {1: ("run", "only-old-runs"), 2: ("run", "only-old-runs"), 3: ("run", "shared"),
+             4: ("submit", "shared"), 5: ("run", None), 6: ("run", "recent-run")}  # fmt: skip
+    for n, (kind, key) in named.items():
+        accepted = "2026-03-01T00:00:00+00:00" if n == 6 else None
+        admit(store, n, kind=kind, **({"accepted_at": accepted} if accepted else {}))
+        store.claim("node-a")
+        assert store.finish(gid(n), GradingResult("{}", 1.0, 2.0, True, "v1", key))
+    admit(store, 7, kind="run")  # queued: neither it nor anything of it is pruned
+    for key in ("only-old-runs", "shared", "recent-run", "preview", "nobody's"):
+        store.save_plots(key, {"curves": b"\x89PNG", "grad_matrix": b"\x89PNG"})
+    assert store.prune_runs("2026-02-01T00:00:00+00:00") == 4  # runs 1, 2, 3 and 5
+    assert not store.has_plots("only-old-runs")
+    assert all(store.has_plots(k) for k in ("shared", "recent-run", "preview", "nobody's"))
+    assert store.plot_png("shared", "grad_matrix") == b"\x89PNG"
+    assert store.by_grading(gid(6)) is not None and store.by_grading(gid(7)) is not None
+
+
 def test_plots_wanted_are_finished_gradings_whose_plots_no_node_stored(store):
     start = now()
     for n, key in enumerate(["k1", "k2", None, "k2"], start=1):

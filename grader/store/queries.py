@@ -274,7 +274,7 @@ class Store(Courses, Jobs):
             c.execute(plots.delete().where(only_theirs))  # while their gradings still name them
             mine = select(gradings.c.grading_id).where(doomed)
             c.execute(test_verdicts.delete().where(test_verdicts.c.grading_id.in_(mine)))
-            c.execute(gradings.delete().where(gradings.c.submission_id.in_(ids)))
+            c.execute(gradings.delete().where(doomed))
             return c.execute(submissions.delete().where(old)).rowcount
 
     def ping(self) -> None:

@@ -97,20 +97,20 @@ Index(
     sqlite_where=text("current"),
     postgresql_where=text("current"),
 )
+_NAMES_PLOTS = text("plots_key IS NOT NULL")  # the gradings whose toy has plots to draw
 # the finished gradings whose plots may be missing, newest first (Drawings.draw_missing)
 Index(
     "gradings_wanting_plots",
     gradings.c.finished_at,
-    sqlite_where=text("plots_key IS NOT NULL"),
-    postgresql_where=text("plots_key IS NOT NULL"),
+    sqlite_where=_NAMES_PLOTS,
+    postgresql_where=_NAMES_PLOTS,
 )
-
 # the gradings that name a set of plots (Store.prune_runs keeps a set some grading names)
 Index(
     "gradings_by_plots_key",
     gradings.c.plots_key,
-    sqlite_where=text("plots_key IS NOT NULL"),
-    postgresql_where=text("plots_key IS NOT NULL"),
+    sqlite_where=_NAMES_PLOTS,
+    postgresql_where=_NAMES_PLOTS,
 )
 
 # Each finished grading's tests, passed or not (skipped tests are left out), written with its

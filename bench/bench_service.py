@@ -79,8 +79,12 @@ class Server:
     """`grader.service.serve` in a subprocess on 127.0.0.1; `rss()` sums its process tree."""
 
     def __init__(self, data_dir: Path, pool_size: int, concurrent: int, python: str = PY,
-                 root: Path = ROOT, env: dict[str, str] | None = None):  # fmt: skip
-        """`python`, `root`, `env`: another checkout's (class_mix.py --baseline)."""
+                 root: Path = ROOT, env: dict[str, str] | None = None,
+                 reuse: bool = False):  # fmt: skip
+        """`python`, `root`, `env`: another checkout's (class_mix.py --baseline); `reuse`:
+        the service reuses verdicts of code it graded before (off: every Submit of the same
+        file is graded, so the figures are the grading's own; a tree without the setting
+        ignores it)."""
         self.port = free_port()
         env = {**os.environ, **(env or {}), "GSPO_GRADER_POOL_SIZE": str(pool_size)}
         env |= {"GSPO_GRADER_MAX_CONCURRENT": str(concurrent), "GSPO_GRADER_MAX_QUEUE": "64"}
@@ -89,6 +93,7 @@ class Server:
         # queue outlasts the default verdict wait (20 s, then 202 and the page polls)
         env |= {"GSPO_GRADER_NAMES_PER_HOUR": "100000", "GSPO_GRADER_VERDICT_WAIT_SECONDS": "300"}
         env["GSPO_GRADER_INSTRUCTOR_TOKEN"] = REGRADE_TOKEN
+        env["GSPO_GRADER_REUSE_VERDICTS"] = "true" if reuse else "false"
         code = (
             f"from grader.service import serve; serve('127.0.0.1', {self.port}, {str(data_dir)!r})"
         )

@@ -35,6 +35,11 @@ With `--baseline PATH` (an older checkout: PATH/.venv/bin/python when present, e
 python with PYTHONPATH=PATH), the runs alternate baseline and this tree `--rounds` times and
 a table gives each figure's median on both, the spread (min-max) over the rounds and the
 ratio this/baseline. It asserts nothing about time.
+
+The server grades every Submit, the same file again included: the figures are the grading's
+own. With `--reuse` it reuses the verdict of code it graded before (the service's default,
+grader/node/reuse.py), as a class's real service would; the load phases then also print how
+many gradings took an earlier report and ran no tier.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ AHEAD = "gspo_grader_calls_answered_ahead_total"
 COLLECTED = "gspo_grader_sessions_collected_total"  # gradings that collected their session
 PLOTS_DRAWN = "gspo_grader_plots_drawn_total"  # toy results drawn (once per distinct result)
 PLOTS_REUSED = "gspo_grader_plots_reused_total"
+VERDICTS_REUSED = "gspo_grader_verdicts_reused_total"  # gradings that ran no tier (--reuse)
 RIGHT_KINDS = ("correct", "reference")
 CLI_TIMEOUT_S = 600
 Completed = subprocess.CompletedProcess
@@ -368,6 +374,7 @@ class Settings:
     warm_requests: int
     pause_s: float
     seed: int
+    reuse: bool = False  # the server reuses the verdicts of code graded before
 
 
 def median(values: list[float]) -> float | None:
@@ -403,6 +410,7 @@ def measure(tree: Tree, settings: Settings) -> dict[str, float | None]:
             python=tree.python,
             root=tree.root,
             env=tree.env,
+            reuse=settings.reuse,
         )
         try:
             print(f"  server healthy after {server.wait_ready(300):.1f} s")
@@ -511,6 +519,7 @@ def measure_server(port, files, references, hung, settings: Settings, cold, pref
             f"{fmt(figures[f'{label} load round trips'], '', 1)}, calls answered ahead "
             f"{fmt(figures[f'{label} load ahead %'], '%')}, gradings that collected their "
             f"pytest session {fmt(figures[f'{label} load collected %'], '%')}"
+            + (f", verdicts reused {graded[VERDICTS_REUSED]:.0f}" if settings.reuse else "")
         )
         roles = {name: per_grading(graded, f"{name} cpu_s", 1000) for name in
                  ("server", "plots", "judges", "zygote", "bench clients")}  # fmt: skip
@@ -624,6 +633,7 @@ def settings_for(
     pool_size: int = 4,
     concurrent: int = 2,
     seed: int = 25,
+    reuse: bool = False,
 ) -> Settings:
     return Settings(
         quick=quick,
@@ -635,6 +645,7 @@ def settings_for(
         warm_requests=5 if quick else 20,
         pause_s=1.0,
         seed=seed,
+        reuse=reuse,
     )
 
 
@@ -680,9 +691,20 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds", type=int, default=2, help="with --baseline: runs of each tree, alternating (2)"
     )
     parser.add_argument("--seed", type=int, default=25, help="the shuffle of the mix")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="the server reuses verdicts of code it graded before (off: each Submit graded)",
+    )
     args = parser.parse_args(argv)
     settings = settings_for(
-        args.quick, args.clients, args.repeat, args.pool_size, args.concurrent, args.seed
+        args.quick,
+        args.clients,
+        args.repeat,
+        args.pool_size,
+        args.concurrent,
+        args.seed,
+        args.reuse,
     )
     print(f"machine: {os.cpu_count()} CPUs; python {sys.version.split()[0]}")
     if args.baseline is None:

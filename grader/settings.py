@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     names_per_hour: int = Field(20, ge=1, le=100_000)  # new student names per address
     max_code_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)
     instructor_token: SecretStr | None = None  # None: instructor endpoints are disabled
+    # a live grading of code graded before (same course, exercise version, mode, limits and
+    # grader build) takes that report and runs nothing (node/reuse.py); false: grade each
+    reuse_verdicts: bool = True
     run_retention_hours: float = Field(24.0, gt=0, le=24 * 365)  # Run reports kept (plots)
     verdict_wait_seconds: float = Field(20.0, ge=0, le=600)  # then 202 and the page polls
     heartbeat_seconds: float = Field(2.0, gt=0, le=10)  # grading nodes' heartbeat period
@@ -119,6 +122,12 @@ class Settings(BaseSettings):
         from grader.sandbox import Limits
 
         return Limits.from_env()
+
+    def verdict_reuse(self):
+        """A node's VerdictReuse, or None when `reuse_verdicts` is off."""
+        from grader.node.reuse import VerdictReuse
+
+        return VerdictReuse(self.sandbox_limits()) if self.reuse_verdicts else None
 
 
 def load_settings(**overrides) -> Settings:

@@ -29,6 +29,7 @@ class Metrics:
         self._gradings: Counter[tuple[str, str]] = Counter()  # (mode, outcome) -> count
         self._rejected = 0
         self._retries = 0
+        self._reused = 0
         self._bucket_counts = [0] * len(LATENCY_BUCKETS)
         self._latency_sum = 0.0
         self._latency_count = 0
@@ -64,6 +65,12 @@ class Metrics:
         with self._lock:
             self._retries += 1
 
+    def observe_reuse(self) -> None:
+        """A live grading took an earlier grading's report (reuse.py); it is counted among
+        the gradings too."""
+        with self._lock:
+            self._reused += 1
+
     def render(self, gauges: dict[str, tuple[str, float]]) -> str:
         """The exposition text; `gauges` maps a metric name to (help text, value)."""
         with self._lock:
@@ -83,6 +90,8 @@ class Metrics:
             ("gspo_grader_rejected_total", "Gradings refused (503, 429).", self._rejected),
             ("gspo_grader_retries_total", "Attempts lost to a grader fault or a dead node, "
              "retried.", self._retries),
+            ("gspo_grader_verdicts_reused_total", "Gradings that took the report of an "
+             "earlier grading of the same code (no tier ran).", self._reused),
             ("gspo_grader_plots_drawn_total", "Toy results whose plots this node drew.",
              self._plots[True]),
             ("gspo_grader_plots_reused_total", "Gradings whose toy result already had its "

@@ -21,11 +21,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from grader.exercise import catalog, exercise_version
 from grader.node.drawing import REDRAW_EVERY_S, Drawings, plots_key
 from grader.node.lanes import lanes_of
 from grader.node.metrics import Metrics, outcome_label
+from grader.node.reuse import VerdictReuse
 from grader.report import Report
 from grader.store import GradingResult, Job, Store, ago
 
@@ -49,15 +51,16 @@ def ungradable_report(mode: str, exercise_id: str, detail: str) -> Report:
 
 
 def verdict_of(
-    report: Report, version: str | None = None, plots: str | None = None
+    report: Report, version: str | None = None, plots: str | None = None, key: str | None = None
 ) -> GradingResult:
     """Done with a score, or ungradable (no score) when the grader failed; `plots`: the key
-    of the plots its toy needs (drawing.plots_key)."""
+    of the plots its toy needs (drawing.plots_key); `key`: what a later grading may reuse it
+    by (reuse.py), kept only when the report may be reused."""
     if report.grader_error is not None:
         return GradingResult(report.model_dump_json(), exercise_version=version)
-    return GradingResult(
-        report.model_dump_json(), report.score, report.max_score, report.passed, version, plots
-    )
+    key = key if VerdictReuse.reusable(report) else None
+    return GradingResult(report.model_dump_json(), report.score, report.max_score, report.passed,
+                         version, plots, key)  # fmt: skip
 
 
 def version_of(exercise_id: str) -> str | None:
@@ -97,7 +100,8 @@ def recover_lost(
 class GradingNode:
     """`on_finished(grading_id)` is called after a report is written (the embedded service
     wakes the request waiting for it); `draw` draws a toy result's plots as PNG bytes (by
-    default a Plotter of the node's own; `drawings` uses it and is closed with the node)."""
+    default a Plotter of the node's own; `drawings` uses it and is closed with the node);
+    `reuse`: live gradings of code graded before take the earlier report (reuse.py)."""
 
     def __init__(
         self,
@@ -113,6 +117,7 @@ class GradingNode:
         live_judges: int = 1,
         shared_grader=None,
         regrade_lull_s: float = 0.0,
+        reuse: VerdictReuse | None = None,
     ):
         self.store, self.grader, self.metrics = store, grader, metrics
         self.shared_grader = shared_grader if shared_grader is not None else grader
@@ -124,6 +129,7 @@ class GradingNode:
         self.drawings = Drawings(store, metrics, draw)  # closed with the node
         self.in_flight = 0
         self.regrade_lull_s = regrade_lull_s
+        self.reuse = reuse
         self._live = 0  # live gradings in flight; with _live_at, under _claims
         self._live_at = float("-inf")  # monotonic time live work was last claimed or ended
         self._wake = threading.Condition()
@@ -222,7 +228,12 @@ class GradingNode:
         queue it again after a fault)."""
         start = time.perf_counter()
         version = version_of(job.exercise)
-        report = self._grade(job, grader or self.grader)
+        key = self.reuse.key(job, version) if self.reuse is not None else None
+        earlier = self.store.reusable(key) if key is not None else None
+        if earlier is not None:
+            report = _reused(earlier, job)
+        else:
+            report = self._grade(job, grader or self.grader)
         seconds = time.perf_counter() - start
         if report.grader_error is not None and job.attempts < MAX_ATTEMPTS:
             log.warning("grader fault on %s (attempt %d): %s", job.grading_id, job.attempts,
@@ -231,17 +242,29 @@ class GradingNode:
                 self.metrics.observe_retry()
                 self.wake()
             return
-        verdict = verdict_of(report, version, plots_key(job.exercise, report))
+        verdict = verdict_of(report, version, plots_key(job.exercise, report), key)
         if self.store.finish(job.grading_id, verdict):
             self.metrics.observe_grading(job.kind, outcome_label(report), seconds)
+            if earlier is not None:
+                self.metrics.observe_reuse()
             self.on_finished(job.grading_id)
             self.drawings.result(job.exercise, report, verdict.plots_key)
             self.drawings.preview(job.exercise, version)  # an edited exercise: a new preview
 
     def _grade(self, job: Job, grader) -> Report:
-        name = job.submission_id if job.kind == "submit" else None
         try:
-            return grader.grade(job.code, mode=job.kind, exercise=job.exercise, name=name)
+            return grader.grade(job.code, mode=job.kind, exercise=job.exercise, name=_name(job))
         except Exception as error:  # the grader promises never to raise; if it does, it is ours
             log.exception("the grader raised on %s", job.grading_id)
             return ungradable_report(job.kind, job.exercise, f"{type(error).__name__}: {error}")
+
+
+def _name(job: Job) -> str | None:
+    """Report.submission: a Submit's id (a Run's report names none)."""
+    return job.submission_id if job.kind == "submit" else None
+
+
+def _reused(earlier: GradingResult, job: Job) -> Report:
+    """The earlier grading's report, as this submission's, made now."""
+    report = Report.from_json(earlier.report_json)
+    return report.model_copy(update={"submission": _name(job), "created_at": datetime.now(UTC)})

@@ -111,7 +111,8 @@ def start_node(concurrency: int | None = None, metrics_port: int | None = None) 
     node = GradingNode(store, grader, metrics, node_name(), concurrency,
                        settings.heartbeat_seconds, settings.stalled_seconds,
                        live_judges=settings.live_judges, shared_grader=shared,
-                       regrade_lull_s=settings.regrade_lull_seconds)  # fmt: skip
+                       regrade_lull_s=settings.regrade_lull_seconds,
+                       reuse=settings.verdict_reuse())  # fmt: skip
     listener = Listener(settings.resolved_database_url, WORK_CHANNEL, lambda _: node.wake())
 
     def warm() -> bool:

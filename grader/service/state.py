@@ -86,7 +86,7 @@ class ServiceState:
                                 live_judges=settings.live_judges,
                                 shared_grader=self.shared_grader,
                                 regrade_lull_s=settings.regrade_lull_seconds,
-                                draw=draw)  # fmt: skip
+                                reuse=settings.verdict_reuse(), draw=draw)  # fmt: skip
         self._warmup = threading.Thread(target=self._start_grader, name="grader-warmup")
         self._warmup.start()
 

@@ -77,6 +77,7 @@ class Job:
     code: str
     attempts: int  # this one included
     priority: int = LIVE  # LIVE, or REGRADE (a regrading: no one waits for it)
+    course: str = "default"  # the submission's course (an LTI context, or "default")
 
     @property
     def live(self) -> bool:
@@ -119,11 +120,21 @@ class Jobs:
             row = c.execute(taken).first()
             if row is None:
                 return None
-            sent = select(s.kind, s.exercise, s.code).where(s.submission_id == row.submission_id)
-            kind, exercise, code = c.execute(sent).one()
-        return Job(
-            row.grading_id, row.submission_id, kind, exercise, code, row.attempts, row.priority
-        )
+            sent = select(s.kind, s.exercise, s.code, s.course)
+            kind, exercise, code, course = c.execute(
+                sent.where(s.submission_id == row.submission_id)
+            ).one()
+        return Job(row.grading_id, row.submission_id, kind, exercise, code, row.attempts,
+                   row.priority, course)  # fmt: skip
+
+    def reusable(self, verdict_key: str) -> GradingResult | None:
+        """A finished grading's verdict under this key (node/reuse.py), or None."""
+        g = gradings.c
+        columns = [g[f.name] for f in fields(GradingResult)]
+        found = select(*columns).where(g.verdict_key == verdict_key, g.status == "done")
+        with self.engine.connect() as c:
+            row = c.execute(found.limit(1)).first()
+        return None if row is None else GradingResult(*row)
 
     def finish(self, grading_id: str, verdict: GradingResult) -> bool:
         """Write the verdict once: True if this call wrote it, False if it was written before."""

@@ -66,6 +66,7 @@ class GradingRecord:
     started_at: str | None
     finished_at: str | None
     plots_key: str | None  # the artifacts_key of its toy's plots; None: none to draw
+    verdict_key: str | None = None  # what a later grading may reuse it by (node/reuse.py)
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class GradingResult:
     passed: bool | None = None
     exercise_version: str | None = None
     plots_key: str | None = None  # its toy's plots, to be drawn (artifacts_key); None: none
+    verdict_key: str | None = None  # a later live grading may reuse it by (node/reuse.py)
 
 
 @dataclass(frozen=True)

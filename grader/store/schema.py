@@ -87,6 +87,8 @@ gradings = Table(
     Column("finished_at", Text, nullable=True),
     # the artifacts_key of its toy's plots; None when the report has none to draw
     Column("plots_key", String(64), nullable=True),
+    # what a later live grading of the same code may reuse it by (node/reuse.py); None: never
+    Column("verdict_key", String(64), nullable=True),
 )
 Index("gradings_by_status", gradings.c.status, gradings.c.priority, gradings.c.queued_at)
 Index("gradings_by_submission", *(gradings.c[n] for n in CLASS_GRADING_COLUMNS))
@@ -98,6 +100,7 @@ Index(
     postgresql_where=text("current"),
 )
 _NAMES_PLOTS = text("plots_key IS NOT NULL")  # the gradings whose toy has plots to draw
+_REUSABLE = text("verdict_key IS NOT NULL")  # the gradings a later one may reuse
 # the finished gradings whose plots may be missing, newest first (Drawings.draw_missing)
 Index(
     "gradings_wanting_plots",
@@ -111,6 +114,13 @@ Index(
     gradings.c.plots_key,
     sqlite_where=_NAMES_PLOTS,
     postgresql_where=_NAMES_PLOTS,
+)
+# a live grading's earlier twin, if any (Jobs.reusable)
+Index(
+    "gradings_by_verdict_key",
+    gradings.c.verdict_key,
+    sqlite_where=_REUSABLE,
+    postgresql_where=_REUSABLE,
 )
 
 # Each finished grading's tests, passed or not (skipped tests are left out), written with its

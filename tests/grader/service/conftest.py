@@ -66,12 +66,13 @@ def settings_for(tmp_path):
 @pytest.fixture
 def make_client(settings_for):
     """Start an app around a FakeGrader whose node draws plots with a FakeDrawer; returns
-    (client, grader). Closed after the test."""
+    (client, grader). Closed after the test. Every grading reaches the FakeGrader unless a
+    test turns `reuse_verdicts` on (tests of queues and gates send the same code again)."""
     opened = []
 
     def make(grader: FakeGrader | None = None, wait_ready: bool = True, **overrides):
         grader = grader or FakeGrader()
-        settings = settings_for(**overrides)
+        settings = settings_for(**{"reuse_verdicts": False, **overrides})
         app = create_app(settings, grader, draw=FakeDrawer())  # no plotting process
         client = TestClient(app, raise_server_exceptions=False)
         client.__enter__()

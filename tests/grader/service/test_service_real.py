@@ -22,6 +22,7 @@ with warnings.catch_warnings():
 
 pytestmark = [pytest.mark.service, pytest.mark.sandbox, pytest.mark.slow]
 
+ROOT = default_exercise().root
 REFERENCE = default_exercise().reference.read_text()
 STARTER = default_exercise().starter.read_text()
 
@@ -42,11 +43,27 @@ def real_grader():
 
 
 @pytest.fixture
-def client(real_grader, tmp_path):
-    settings = load_settings(data_dir=tmp_path / "data", web_dir=tmp_path / "no-web")
-    with TestClient(create_app(settings, real_grader)) as client:
+def make_client(real_grader, tmp_path):
+    """An app around the module's grader; every grading runs the tiers unless a test turns
+    `reuse_verdicts` on (these tests send the same code more than once)."""
+
+    def make(**overrides):
+        options = {"data_dir": tmp_path / "data", "web_dir": tmp_path / "no-web"}
+        settings = load_settings(**{**options, "reuse_verdicts": False, **overrides})
+        client = TestClient(create_app(settings, real_grader)).__enter__()
+        opened.append(client)
         wait_until(lambda: client.app.state.service.ready, timeout=180)
-        yield client
+        return client
+
+    opened = []
+    yield make
+    for client in opened:
+        client.__exit__(None, None, None)
+
+
+@pytest.fixture
+def client(make_client):
+    return make_client()
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +143,29 @@ def test_eight_concurrent_submissions_are_all_answered_correctly(client):
         assert report.passed is (i % 2 == 0), failures(report)
     ids = {body["submission_id"] for _, body in results.values()}
     assert len(ids) == 8
+
+
+def as_graded(report: Report) -> dict:
+    """A report without what differs from one grading of the same code to the next: the
+    clock, the sandbox's uid in `isolation`, and which submission it is."""
+    kept = report.model_dump(exclude={"timings", "created_at", "isolation", "submission"})
+    for tier in kept["tiers"]:
+        for test in tier["tests"]:
+            test.pop("duration_s")
+    return kept
+
+
+def test_a_reused_verdict_is_the_report_a_new_grading_gives(make_client, real_grader):
+    client = make_client(reuse_verdicts=True)
+    code = (ROOT / "tests" / "implementations" / "wrong" / "no_clipping.py").read_text()
+    first = client.post("/api/submit", json={"code": code, "student": "ada"}).json()
+    again = client.post("/api/submit", json={"code": code, "student": "bob"}).json()
+    assert "gspo_grader_verdicts_reused_total 1" in client.get("/metrics").text
+    reused = Report.model_validate(again["report"])
+    assert reused.submission == again["submission_id"] != first["submission_id"]
+    fresh = real_grader.grade(code, exercise="gspo")  # the tiers run once more
+    assert not fresh.passed and as_graded(reused) == as_graded(fresh)
+    assert as_graded(Report.model_validate(first["report"])) == as_graded(fresh)
 
 
 def test_plots_of_a_real_report_are_pngs(client):

@@ -127,6 +127,21 @@ def test_an_ungradable_submission_keeps_no_score(store):
     assert store.list_submissions()[0].status == "ungradable"
 
 
+def test_a_finished_grading_is_found_by_its_verdict_key_once_done(store):
+    admit(store, 1, course="lti:c1")
+    job = store.claim("node-a")
+    assert (job.course, job.live) == ("lti:c1", True)
+    assert store.reusable("k" * 64) is None  # claimed, not finished: nothing to reuse
+    done = GradingResult('{"r": 1}', 90.0, 100.0, False, "v1", "p" * 32, "k" * 64)
+    assert store.finish(job.grading_id, done)
+    assert store.reusable("k" * 64) == done
+    assert store.reusable("x" * 64) is None
+    admit(store, 2)
+    store.claim("node-a")  # an ungradable grading keeps its key out of reach
+    assert store.finish(gid(2), GradingResult('{"grader_error": 1}', verdict_key="u" * 64))
+    assert store.reusable("u" * 64) is None
+
+
 def test_claims_race_and_each_grading_goes_to_one_node(store):
     for n in range(6):
         admit(store, n, student=None, kind="run", client=f"c{n}")

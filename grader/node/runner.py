@@ -230,10 +230,9 @@ class GradingNode:
         version = version_of(job.exercise)
         key = self.reuse.key(job, version) if self.reuse is not None else None
         earlier = self.store.reusable(key) if key is not None else None
-        if earlier is not None:
-            report = _reused(earlier, job)
-        else:
-            report = self._grade(job, grader or self.grader)
+        report = _reused(earlier, job) if earlier is not None else None
+        if report is None:  # nothing to reuse: the tiers run
+            earlier, report = None, self._grade(job, grader or self.grader)
         seconds = time.perf_counter() - start
         if report.grader_error is not None and job.attempts < MAX_ATTEMPTS:
             log.warning("grader fault on %s (attempt %d): %s", job.grading_id, job.attempts,
@@ -264,7 +263,12 @@ def _name(job: Job) -> str | None:
     return job.submission_id if job.kind == "submit" else None
 
 
-def _reused(earlier: GradingResult, job: Job) -> Report:
-    """The earlier grading's report, as this submission's, made now."""
-    report = Report.from_json(earlier.report_json)
+def _reused(earlier: GradingResult, job: Job) -> Report | None:
+    """The earlier grading's report, as this submission's, made now (None: it does not
+    read back, and the tiers run instead)."""
+    try:
+        report = Report.from_json(earlier.report_json)
+    except ValueError:  # pydantic's ValidationError, or JSON that does not parse
+        log.warning("the report reused by %s does not read back; grading it", job.grading_id)
+        return None
     return report.model_copy(update={"submission": _name(job), "created_at": datetime.now(UTC)})

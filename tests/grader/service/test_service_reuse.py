@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from service_kit import TOKEN
+from sqlalchemy import text
 
 from grader.exercise import default_exercise
 from grader.node.reuse import VerdictReuse, grader_build
@@ -108,3 +109,14 @@ def test_only_reports_that_depend_on_the_code_alone_are_reusable():
     for kind in ("timeout", "crash", "memory_limit"):
         error = SubmissionError(kind=kind, message="m")
         assert not VerdictReuse.reusable(ok.model_copy(update={"submission_error": error}))
+
+
+def test_an_earlier_report_that_does_not_read_back_is_graded_again(make_client):
+    client, grader = make_client(reuse_verdicts=True)
+    submit(client, STARTER, "ada")
+    store = client.app.state.service.store
+    with store.engine.begin() as c:  # a stored report this build cannot read
+        c.execute(text('UPDATE gradings SET report_json = \'{"passed": "maybe"}\''))
+    again = submit(client, STARTER, "bob")
+    assert len(grader.calls) == 2 and reused(client) == 0
+    assert Report.model_validate(again["report"]).submission == again["submission_id"]

@@ -23,6 +23,7 @@ import importlib.util
 import os
 import re
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -117,14 +118,20 @@ def exercise_version(exercise: Exercise) -> str:
     files = [exercise.root / MANIFEST, exercise.experiment]
     for folder in (exercise.reference.parent, exercise.tiers_dir):
         files += sorted(p for p in folder.rglob("*") if p.is_file() and _versioned(p))
-    digest = hashlib.sha256()
+    return files_digest(exercise.root, files)[:VERSION_HEX_CHARS]
+
+
+def files_digest(root: Path, files: Iterable[Path], salt: str = "") -> str:
+    """A SHA-256 (hex) of `salt`, then of each of `files` that exists, in the order given,
+    by its path relative to `root` and its bytes."""
+    digest = hashlib.sha256(salt.encode())
     for path in files:
         if path.is_file():
-            name = path.relative_to(exercise.root).as_posix()
+            name = path.relative_to(root).as_posix()
             data = path.read_bytes()
             digest.update(f"{name}\0{len(data)}\0".encode())
             digest.update(data)
-    return digest.hexdigest()[:VERSION_HEX_CHARS]
+    return digest.hexdigest()
 
 
 def _versioned(path: Path) -> bool:

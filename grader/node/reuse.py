@@ -30,6 +30,7 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 
+from grader.exercise import files_digest
 from grader.report import Report
 from grader.sandbox import Limits
 from grader.store import Job
@@ -41,13 +42,9 @@ LOAD_DEPENDENT = ("timeout", "crash", "memory_limit")  # SubmissionError kinds n
 def grader_build() -> str:
     """A digest of the grader's own code and the versions it runs on: a deploy of another
     grader (a fixed verdict, say) reuses nothing graded before it."""
-    digest = hashlib.sha256(f"{sys.version}\0{metadata.version('torch')}\0".encode())
     package = Path(__file__).resolve().parent.parent
-    for path in sorted(package.rglob("*.py")):
-        data = path.read_bytes()
-        digest.update(f"{path.relative_to(package)}\0{len(data)}\0".encode())
-        digest.update(data)
-    return digest.hexdigest()
+    versions = f"{sys.version}\0{metadata.version('torch')}\0"
+    return files_digest(package, sorted(package.rglob("*.py")), salt=versions)
 
 
 class VerdictReuse:

@@ -229,10 +229,10 @@ class GradingNode:
         start = time.perf_counter()
         version = version_of(job.exercise)
         key = self.reuse.key(job, version) if self.reuse is not None else None
-        earlier = self.store.reusable(key) if key is not None else None
-        report = _reused(earlier, job) if earlier is not None else None
-        if report is None:  # nothing to reuse: the tiers run
-            earlier, report = None, self._grade(job, grader or self.grader)
+        report = self._reused(key, job) if key is not None else None
+        reused = report is not None
+        if not reused:  # the tiers run
+            report = self._grade(job, grader or self.grader)
         seconds = time.perf_counter() - start
         if report.grader_error is not None and job.attempts < MAX_ATTEMPTS:
             log.warning("grader fault on %s (attempt %d): %s", job.grading_id, job.attempts,
@@ -244,11 +244,24 @@ class GradingNode:
         verdict = verdict_of(report, version, plots_key(job.exercise, report), key)
         if self.store.finish(job.grading_id, verdict):
             self.metrics.observe_grading(job.kind, outcome_label(report), seconds)
-            if earlier is not None:
+            if reused:
                 self.metrics.observe_reuse()
             self.on_finished(job.grading_id)
             self.drawings.result(job.exercise, report, verdict.plots_key)
             self.drawings.preview(job.exercise, version)  # an edited exercise: a new preview
+
+    def _reused(self, key: str, job: Job) -> Report | None:
+        """The report of a finished grading under `key`, as this submission's, made now;
+        None when there is none, or it does not read back (the tiers run instead)."""
+        earlier = self.store.reusable(key)
+        if earlier is None:
+            return None
+        try:
+            report = Report.from_json(earlier.report_json)
+        except ValueError:  # pydantic's ValidationError, or JSON that does not parse
+            log.warning("the report reused by %s does not read back; grading it", job.grading_id)
+            return None
+        return report.model_copy(update={"submission": _name(job), "created_at": datetime.now(UTC)})
 
     def _grade(self, job: Job, grader) -> Report:
         try:
@@ -261,14 +274,3 @@ class GradingNode:
 def _name(job: Job) -> str | None:
     """Report.submission: a Submit's id (a Run's report names none)."""
     return job.submission_id if job.kind == "submit" else None
-
-
-def _reused(earlier: GradingResult, job: Job) -> Report | None:
-    """The earlier grading's report, as this submission's, made now (None: it does not
-    read back, and the tiers run instead)."""
-    try:
-        report = Report.from_json(earlier.report_json)
-    except ValueError:  # pydantic's ValidationError, or JSON that does not parse
-        log.warning("the report reused by %s does not read back; grading it", job.grading_id)
-        return None
-    return report.model_copy(update={"submission": _name(job), "created_at": datetime.now(UTC)})

@@ -29,7 +29,8 @@ checked. One run of a tree ("measure") prints, all measured in that run:
            student calls answered from calls sent ahead, for right and wrong code apart and
            for the reference. It comes after the load: run first, it drew the plots of every
            distinct result, and the mix then had none to draw, unlike a real class;
-  hung     the looping submission through the warm server.
+  hung     the looping submissions through the warm server: one whose every function
+           loops, one whose first function loops beside others that return at once.
 
 With `--baseline PATH` (an older checkout: PATH/.venv/bin/python when present, else this
 python with PYTHONPATH=PATH), the runs alternate baseline and this tree `--rounds` times and
@@ -173,12 +174,22 @@ def corpus(tree: Tree, sample: tuple[int, int] | None) -> tuple[list[Entry], dic
     return files, references
 
 
-def hung_code(functions: list[str]) -> str:
-    """A submission whose every function loops forever."""
-    body = "".join(
-        f"\n\ndef {name}(*args, **kwargs):\n    while True:\n        pass\n" for name in functions
-    )
-    return '"""Loops forever (bench/class_mix.py)."""' + body
+LOOPS = "    while True:\n        pass\n"
+
+
+def hung_codes(functions: list[str]) -> dict[str, str]:
+    """Submissions that never return, by kind: every function loops, or only the first
+    while the others return 0 at once (their tests must not wait behind the loop)."""
+    first = [LOOPS if k == 0 else "    return 0\n" for k in range(len(functions))]
+    kinds = {"every function loops": [LOOPS] * len(functions), "first function loops": first}
+    return {
+        kind: f'"""{kind.capitalize()} (bench/class_mix.py)."""'
+        + "".join(
+            f"\n\ndef {name}(*args, **kwargs):\n{body}"
+            for name, body in zip(functions, bodies, strict=True)
+        )
+        for kind, bodies in kinds.items()
+    }
 
 
 # ---- verdicts -------------------------------------------------------------------------------
@@ -420,19 +431,19 @@ def measure(tree: Tree, settings: Settings) -> dict[str, float | None]:
     return figures
 
 
-def mix_of(tree: Tree, settings: Settings) -> tuple[list[Entry], dict[str, Entry], str]:
-    """The distinct files of the mix, the references, the looping submission."""
+def mix_of(tree: Tree, settings: Settings) -> tuple[list[Entry], dict[str, Entry], dict[str, str]]:
+    """The distinct files of the mix, the references, the looping submissions by kind."""
     files, references = corpus(tree, (2, 4) if settings.quick else None)
     print(
         f"[{tree.label}] {len(files)} distinct files ({sum(e.right for e in files)} right) "
         f"from {', '.join(references)}"
     )
-    return files, references, hung_code(catalog(tree)[0]["functions"])
+    return files, references, hung_codes(catalog(tree)[0]["functions"])
 
 
-def measure_cold(tree: Tree, settings: Settings, hung: str) -> tuple[dict, list[float]]:
-    """Fresh processes: `import torch`, a CLI grading of the root exercise's reference, of the
-    looping submission. The figures, and the reference's cold times."""
+def measure_cold(tree: Tree, settings: Settings, hung: dict[str, str]) -> tuple[dict, list[float]]:
+    """Fresh processes: `import torch`, a CLI grading of the root exercise's reference, of
+    each looping submission. The figures, and the reference's cold times."""
     figures: dict[str, float | None] = {}
     root_exercise = catalog(tree)[0]
 
@@ -460,13 +471,17 @@ def measure_cold(tree: Tree, settings: Settings, hung: str) -> tuple[dict, list[
         f"(target <= 2x)"
     )
 
-    with tempfile.TemporaryDirectory() as scratch:
-        path = Path(scratch) / "hung.py"
-        path.write_text(hung)
-        seconds, done = tree.run(["-m", "grader", "grade", str(path), "--json", "-"])
-    verdict = "failed" if done.returncode == 1 else f"exit {done.returncode} (expected 1)"
-    figures["hung cold CLI s"] = seconds
-    print(f"  hung code, cold CLI: verdict in {seconds:.1f} s, {verdict} (target <= 15 s)")
+    for kind, code in hung.items():
+        with tempfile.TemporaryDirectory() as scratch:
+            path = Path(scratch) / "hung.py"
+            path.write_text(code)
+            seconds, done = tree.run(["-m", "grader", "grade", str(path), "--json", "-"])
+        verdict = "failed" if done.returncode == 1 else f"exit {done.returncode} (expected 1)"
+        figures[f"hung cold CLI s ({kind})"] = seconds
+        print(
+            f"  hung code, {kind}, cold CLI: verdict in {seconds:.1f} s, {verdict} (target <= 15 s)"
+        )
+    figures["hung cold CLI s"] = max(figures[f"hung cold CLI s ({kind})"] for kind in hung)
     return figures, cold
 
 
@@ -586,14 +601,16 @@ def measure_server(port, files, references, hung, settings: Settings, cold, pref
         f"(target <= 1.1x)"
     )
 
-    client = bench.Client(port, f"{prefix}-hung", hung)
-    seconds, status, parsed = client.submit()
-    passed = parsed["report"]["passed"] if parsed else None
-    figures["hung warm s"] = seconds
-    print(
-        f"  hung code, warm Submit: verdict in {seconds:.1f} s (HTTP {status}, passed={passed}; "
-        f"target <= 12 s)"
-    )
+    for number, (kind, code) in enumerate(hung.items()):
+        client = bench.Client(port, f"{prefix}-hung-{number}", code)
+        seconds, status, parsed = client.submit()
+        passed = parsed["report"]["passed"] if parsed else None
+        figures[f"hung warm s ({kind})"] = seconds
+        print(
+            f"  hung code, {kind}, warm Submit: verdict in {seconds:.1f} s (HTTP {status}, "
+            f"passed={passed}; target <= 12 s)"
+        )
+    figures["hung warm s"] = max(figures[f"hung warm s ({kind})"] for kind in hung)
     return figures
 
 

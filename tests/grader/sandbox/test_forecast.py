@@ -304,6 +304,26 @@ def test_a_dropped_call_that_never_returns_costs_one_short_wait(pool):
     assert waited >= WAITS.forecast_drop_s
 
 
+def test_a_function_no_longer_run_is_not_sent_ahead_to_hold_up_the_others(pool):
+    """Once `scaled` timed out twice it is not run again; a forecast that calls it, then
+    `count`, must not send it ahead, or `count`'s reply would wait behind a worker stuck in
+    it, and `count` would be blamed with a timeout of its own."""
+    safe = SOURCE.replace("== 99.0", "== -1.0")
+    stuck, x = torch.full((2,), 99.0), torch.full((2,), 3.0)
+    forecast = recorded(pool, lambda s: [s.scaled(stuck, 2.0), s.count(x)], safe)
+    with open_student(SOURCE, functions=FUNCTIONS, pool=pool) as proxy:
+        for _ in range(2):
+            with pytest.raises(StudentTimeout, match="did not finish"):
+                proxy.scaled(stuck, 2.0)
+        assert torch.equal(proxy.count(x), torch.full((2,), 1.0))  # a fresh worker
+        sent = proxy.ahead.sent
+        proxy.begin_test(forecast)
+        assert proxy.ahead.sent == sent  # the forecast stops at `scaled`: nothing goes ahead
+        with pytest.raises(StudentTimeout, match="not run: scaled timed out earlier"):
+            proxy.scaled(stuck, 2.0)
+        assert torch.equal(proxy.count(x), torch.full((2,), 2.0))
+
+
 def test_calls_larger_than_the_unread_bound_go_ahead_one_at_a_time(pool):
     """Large calls: a batch never passes AHEAD_BYTES (but one call alone may), so the judge
     never waits to send while the worker waits to send a reply."""

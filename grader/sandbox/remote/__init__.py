@@ -29,7 +29,7 @@ from grader.sandbox.remote.forecast import (
     ForecastCall,
     Forecasts,
 )
-from grader.sandbox.remote.proxy import StudentProxy, open_student
+from grader.sandbox.remote.proxy import CRASHES_BEFORE_NOT_RUN, StudentProxy, open_student
 from grader.sandbox.worker.calls import Graph, graph_of, prepare_inputs, run_call, tensor_bytes
 from grader.sandbox.worker.codec import (
     DTYPES,

@@ -15,6 +15,8 @@ Hung code: once any call of the grading has timed out, every later call gets the
 Limits.retry_wall_seconds as its base; a function that has timed out twice is not called
 again in this grading ("not run"), so code that never returns is judged in seconds, not
 after every test has waited out its own limit, and the other functions' tests still run.
+A function that killed its worker CRASHES_BEFORE_NOT_RUN times is not run again either, so
+its crashes never use up the restarts (MAX_RESTARTS) that the other functions' tests need.
 
 The starter: a function whose first calls all raised the same NotImplementedError, and that
 never returned, is not called again: its later calls raise that same error at once in the
@@ -54,6 +56,9 @@ from grader.sandbox.worker.wire import Channel
 
 MAX_RESTARTS = 20  # a submission that crashes on every call stops being restarted
 TIMEOUTS_BEFORE_NOT_RUN = 2  # a function that timed out this often is not called again
+# ... that killed its worker this often: a crash costs a restart (~50 ms), not a limit's
+# wait, so a crash that only some inputs cause fails those calls and leaves the rest run
+CRASHES_BEFORE_NOT_RUN = 5
 
 
 class StudentProxy(Pipeline):
@@ -80,6 +85,7 @@ class StudentProxy(Pipeline):
         self.isolation = ""
         self._pool = pool
         self._timeouts: dict[str, int] = {}  # function name -> timeouts in this grading
+        self._crashes: dict[str, int] = {}  # function name -> workers it killed
         self._stubs = Stubs()  # the functions the submission has not written
         self._losses = 0  # workers stopped or lost (a timeout, a crash, a broken protocol)
         self._test_losses = 0  # ... when the current test began
@@ -220,23 +226,35 @@ class StudentProxy(Pipeline):
     ) -> tuple[dict, Frame]:
         """A request for function `name` (or, msg None, the reply to request `seq`, sent
         ahead) on inputs of `elements` elements, within the wall clock it gets (see above)."""
-        timeouts = self._timeouts.get(name, 0)
-        if timeouts >= TIMEOUTS_BEFORE_NOT_RUN:
-            raise StudentTimeout(f"not run: {name} timed out earlier in this grading")
+        stopped = self._not_run(name)
+        if stopped is not None:
+            raise stopped
         seconds = self.limits.call_limit_seconds(elements, bool(self._timeouts))
         try:
             if msg is None:
                 return self._receive(seq, what, seconds, time.monotonic() + seconds)
             return self._request(msg, what, seconds, body)
         except StudentTimeout:
-            self._timeouts[name] = timeouts + 1
+            self._timeouts[name] = self._timeouts.get(name, 0) + 1
+            raise
+        except StudentCrash:
+            self._crashes[name] = self._crashes.get(name, 0) + 1
             raise
 
+    def _not_run(self, name: str) -> StudentError | None:
+        """Why function `name` is not called again in this grading (see above), or None."""
+        if self._timeouts.get(name, 0) >= TIMEOUTS_BEFORE_NOT_RUN:
+            return StudentTimeout(f"not run: {name} timed out earlier in this grading")
+        crashes = self._crashes.get(name, 0)
+        if crashes >= CRASHES_BEFORE_NOT_RUN:
+            message = f"not run: {name} killed its worker {crashes} times in this grading"
+            return StudentCrash(message, filename=self.filename)
+        return None
+
     def _runs(self, name: str) -> bool:
-        """A stub's calls are answered here, and a function that timed out twice is not
-        called again: sent ahead, such a call would hold every call queued behind it."""
-        timed_out = self._timeouts.get(name, 0) >= TIMEOUTS_BEFORE_NOT_RUN
-        return not (timed_out or self._stubs.stubbed(name))
+        """A stub's calls are answered here, and a function no longer run is not called:
+        sent ahead, its call would hold (or kill) the worker with every call behind it."""
+        return self._not_run(name) is None and not self._stubs.stubbed(name)
 
     def _call(self, name: str, args: tuple, kwargs: dict) -> object:
         if self.load_error is not None:
@@ -260,7 +278,7 @@ class StudentProxy(Pipeline):
                 stub = self._stubs.error_for(name)
                 if stub is not None:
                     raise stub
-                if self._timeouts.get(name, 0) < TIMEOUTS_BEFORE_NOT_RUN:
+                if self._not_run(name) is None:
                     self._ensure_worker()
                 call_id = self._new_id()
                 msg = {"id": call_id}

@@ -22,7 +22,7 @@ from grader.sandbox import (
     StudentTimeout,
     WorkerPool,
 )
-from grader.sandbox.remote import open_student
+from grader.sandbox.remote import CRASHES_BEFORE_NOT_RUN, open_student
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("time_guard")]
 GUARD_S = 90  # per test: a worker start can take 20 s on a busy machine, a call 4 s
@@ -282,6 +282,24 @@ def test_a_function_that_timed_out_twice_is_not_run_again():
         assert "not run: spin timed out earlier in this grading" in errors[2]
         assert waits[2] < 0.5 and proxy.restarts == 1, waits  # no worker started for it
         assert proxy.shout(3) == 3 and proxy.restarts == 2
+
+
+def test_a_function_that_keeps_killing_its_worker_is_not_run_again():
+    """A crash costs a restart, not a limit's wait, so a function may crash its worker
+    CRASHES_BEFORE_NOT_RUN times; then its calls fail at once, and the restarts that the
+    other functions' calls need (MAX_RESTARTS in all) are not used up by it."""
+    pool = WorkerPool(1, LIMITS)
+    with pool, open_student(SOURCE, functions=FUNCTIONS, pool=pool) as proxy:
+        for _ in range(CRASHES_BEFORE_NOT_RUN):
+            with pytest.raises(StudentCrash, match="exited with status 3"):
+                proxy.die(3)
+        restarts = proxy.restarts
+        with pytest.raises(StudentCrash) as info:
+            proxy.die(3)
+        times = f"{CRASHES_BEFORE_NOT_RUN} times"
+        assert f"not run: die killed its worker {times}" in str(info.value)
+        assert info.value.kind == "crash" and proxy.restarts == restarts  # none started
+        assert proxy.shout(3) == 3 and proxy.restarts == restarts + 1
 
 
 def test_student_exception_has_student_lines_only(student):

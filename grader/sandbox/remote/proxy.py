@@ -247,7 +247,7 @@ class StudentProxy(Pipeline):
             return StudentTimeout(f"not run: {name} timed out earlier in this grading")
         crashes = self._crashes.get(name, 0)
         if crashes >= CRASHES_BEFORE_NOT_RUN:
-            message = f"not run: {name} killed its worker {crashes} times in this grading"
+            message = f"not run: {name} crashed {crashes} times earlier in this grading"
             return StudentCrash(message, filename=self.filename)
         return None
 

@@ -142,8 +142,8 @@ class CallsAhead:
         up to the first call of a function that would not reach the worker (`runs(name)`
         False: a stub, stubs.py, whose calls the proxy answers itself: sent ahead, the
         starter's would all raise in the worker for nothing; or a function no longer run
-        after its timeouts: sent ahead, it would hold every call behind it until the worker
-        is stopped, and they would time out in its place). The current test's forecast
+        after its timeouts or crashes: sent ahead, it would hold or kill the worker with
+        every call behind it, and they would fail in its place). The current test's forecast
         goes first; once all of it is sent, the next test's follows, so the worker has work
         while this test's last checks run."""
         ahead = len(self.pending) + len(self.then_pending)

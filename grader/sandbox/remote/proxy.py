@@ -15,8 +15,9 @@ Hung code: once any call of the grading has timed out, every later call gets the
 Limits.retry_wall_seconds as its base; a function that has timed out twice is not called
 again in this grading ("not run"), so code that never returns is judged in seconds, not
 after every test has waited out its own limit, and the other functions' tests still run.
-A function that killed its worker CRASHES_BEFORE_NOT_RUN times is not run again either, so
-its crashes never use up the restarts (MAX_RESTARTS) that the other functions' tests need.
+A function that killed its worker CRASHES_BEFORE_NOT_RUN times is not run again either (a
+crash costs a restart, ~50 ms, not a wait, so it gets more tries; one that only some inputs
+cause fails those calls only): its crashes never use up the other functions' restarts.
 
 The starter: a function whose first calls all raised the same NotImplementedError, and that
 never returned, is not called again: its later calls raise that same error at once in the
@@ -56,9 +57,7 @@ from grader.sandbox.worker.wire import Channel
 
 MAX_RESTARTS = 20  # a submission that crashes on every call stops being restarted
 TIMEOUTS_BEFORE_NOT_RUN = 2  # a function that timed out this often is not called again
-# ... that killed its worker this often: a crash costs a restart (~50 ms), not a limit's
-# wait, so a crash that only some inputs cause fails those calls and leaves the rest run
-CRASHES_BEFORE_NOT_RUN = 5
+CRASHES_BEFORE_NOT_RUN = 5  # ... that killed its worker this often (see above)
 
 
 class StudentProxy(Pipeline):
@@ -234,11 +233,9 @@ class StudentProxy(Pipeline):
             if msg is None:
                 return self._receive(seq, what, seconds, time.monotonic() + seconds)
             return self._request(msg, what, seconds, body)
-        except StudentTimeout:
-            self._timeouts[name] = self._timeouts.get(name, 0) + 1
-            raise
-        except StudentCrash:
-            self._crashes[name] = self._crashes.get(name, 0) + 1
+        except (StudentTimeout, StudentCrash) as error:
+            counts = self._timeouts if isinstance(error, StudentTimeout) else self._crashes
+            counts[name] = counts.get(name, 0) + 1
             raise
 
     def _not_run(self, name: str) -> StudentError | None:
@@ -252,8 +249,7 @@ class StudentProxy(Pipeline):
         return None
 
     def _runs(self, name: str) -> bool:
-        """A stub's calls are answered here, and a function no longer run is not called:
-        sent ahead, its call would hold (or kill) the worker with every call behind it."""
+        """Not a stub (its calls are answered here), nor a function no longer run."""
         return self._not_run(name) is None and not self._stubs.stubbed(name)
 
     def _call(self, name: str, args: tuple, kwargs: dict) -> object:
